@@ -1,0 +1,286 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Environment is what a PushContext is built from: the registries, the
+// config store and the endpoint index. All fields are read-only views.
+type Environment struct {
+	ServiceDiscovery ServiceDiscovery
+	ConfigStore      ConfigStore
+	Endpoints        *EndpointIndex
+	Mesh             *meshconfig.MeshConfig
+	// DomainSuffix is the cluster domain ("cluster.local").
+	DomainSuffix string
+}
+
+// RootNamespace is the mesh's config root namespace (default istio-system).
+func (e *Environment) RootNamespace() string {
+	if ns := e.Mesh.GetRootNamespace(); ns != "" {
+		return ns
+	}
+	return "istio-system"
+}
+
+// PushContext is an immutable, indexed snapshot of services and configs.
+// It is built once per full push and shared by every proxy's generators.
+type PushContext struct {
+	// Version identifies the snapshot ("2026-11-22T23:00:00Z/7").
+	Version string
+	// BuiltAt is when the snapshot was made.
+	BuiltAt time.Time
+
+	Mesh          *meshconfig.MeshConfig
+	DomainSuffix  string
+	RootNamespace string
+
+	// Endpoints is the live endpoint index (not part of the snapshot).
+	Endpoints *EndpointIndex
+
+	services       []*Service
+	servicesByHost map[string]*Service
+
+	// virtualServices by resolved host; wildcard hosts are in vsWildcard.
+	virtualServices map[string][]*Config
+	vsWildcard      []*Config
+	vsAll           []Config
+
+	// destinationRules[namespace][resolved host].
+	destinationRules map[string]map[string]*Config
+	drAll            []Config
+
+	gateways []Config
+	sidecars []Config
+}
+
+var pushVersion atomic.Uint64
+
+// NewPushContext builds a snapshot from env. When prev and req are given,
+// indexes of kinds req does not touch are reused from prev.
+func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *PushContext {
+	now := time.Now()
+	pc := &PushContext{
+		Version:       fmt.Sprintf("%s/%d", now.UTC().Format(time.RFC3339), pushVersion.Add(1)),
+		BuiltAt:       now,
+		Mesh:          env.Mesh,
+		DomainSuffix:  env.DomainSuffix,
+		RootNamespace: env.RootNamespace(),
+		Endpoints:     env.Endpoints,
+	}
+	reuse := prev != nil && req != nil && !(req.Full && len(req.ConfigsUpdated) == 0) && !req.Updated(KindMeshConfig)
+	if reuse && !req.Updated(KindService) && !req.Updated(KindServiceEntry) && !req.Updated(KindWorkloadEntry) {
+		pc.services, pc.servicesByHost = prev.services, prev.servicesByHost
+	} else {
+		pc.initServices(env)
+	}
+	if reuse && !req.Updated(KindVirtualService) {
+		pc.virtualServices, pc.vsWildcard, pc.vsAll = prev.virtualServices, prev.vsWildcard, prev.vsAll
+	} else {
+		pc.initVirtualServices(env)
+	}
+	if reuse && !req.Updated(KindDestinationRule) {
+		pc.destinationRules, pc.drAll = prev.destinationRules, prev.drAll
+	} else {
+		pc.initDestinationRules(env)
+	}
+	if reuse && !req.Updated(KindGateway) {
+		pc.gateways = prev.gateways
+	} else {
+		pc.gateways = env.ConfigStore.List(KindGateway)
+	}
+	if reuse && !req.Updated(KindSidecar) {
+		pc.sidecars = prev.sidecars
+	} else {
+		pc.sidecars = env.ConfigStore.List(KindSidecar)
+	}
+	return pc
+}
+
+func (pc *PushContext) initServices(env *Environment) {
+	all := env.ServiceDiscovery.Services()
+	pc.servicesByHost = make(map[string]*Service, len(all))
+	pc.services = make([]*Service, 0, len(all))
+	for _, s := range all {
+		// The first registry to define a hostname wins (Kubernetes before ServiceEntry).
+		if _, dup := pc.servicesByHost[s.Hostname]; dup {
+			continue
+		}
+		pc.servicesByHost[s.Hostname] = s
+		pc.services = append(pc.services, s)
+	}
+	sort.Slice(pc.services, func(i, j int) bool { return pc.services[i].Hostname < pc.services[j].Hostname })
+}
+
+func (pc *PushContext) initVirtualServices(env *Environment) {
+	pc.vsAll = env.ConfigStore.List(KindVirtualService)
+	pc.virtualServices = map[string][]*Config{}
+	pc.vsWildcard = nil
+	for i := range pc.vsAll {
+		c := &pc.vsAll[i]
+		vs, ok := c.Spec.(*networking.VirtualService)
+		if !ok {
+			continue
+		}
+		for _, h := range vs.GetHosts() {
+			h = ResolveShortname(h, c.Namespace, pc.DomainSuffix)
+			if strings.HasPrefix(h, "*") {
+				pc.vsWildcard = append(pc.vsWildcard, c)
+				continue
+			}
+			pc.virtualServices[h] = append(pc.virtualServices[h], c)
+		}
+	}
+}
+
+func (pc *PushContext) initDestinationRules(env *Environment) {
+	pc.drAll = env.ConfigStore.List(KindDestinationRule)
+	pc.destinationRules = map[string]map[string]*Config{}
+	for i := range pc.drAll {
+		c := &pc.drAll[i]
+		dr, ok := c.Spec.(*networking.DestinationRule)
+		if !ok {
+			continue
+		}
+		h := ResolveShortname(dr.GetHost(), c.Namespace, pc.DomainSuffix)
+		byHost := pc.destinationRules[c.Namespace]
+		if byHost == nil {
+			byHost = map[string]*Config{}
+			pc.destinationRules[c.Namespace] = byHost
+		}
+		// Oldest wins on conflict, as in Istio; the store lists in name order.
+		if _, dup := byHost[h]; !dup {
+			byHost[h] = c
+		}
+	}
+}
+
+// Services returns every service, sorted by hostname.
+func (pc *PushContext) Services() []*Service { return pc.services }
+
+// ServiceByHost returns the service with the given hostname.
+func (pc *PushContext) ServiceByHost(hostname string) *Service { return pc.servicesByHost[hostname] }
+
+// ServicesFor returns the services visible to proxy, sorted by hostname.
+func (pc *PushContext) ServicesFor(proxy *Proxy) []*Service {
+	out := make([]*Service, 0, len(pc.services))
+	for _, s := range pc.services {
+		if s.VisibleTo(proxy.ConfigNamespace()) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// VirtualServicesFor returns the VirtualServices that apply to hostname for
+// sidecars (gateway "mesh"), exact host matches first, oldest first.
+func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Config {
+	var out []*Config
+	for _, c := range pc.virtualServices[hostname] {
+		if appliesToMesh(c) && vsVisible(c, proxy) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range pc.vsWildcard {
+		vs := c.Spec.(*networking.VirtualService)
+		for _, h := range vs.GetHosts() {
+			if HostMatches(ResolveShortname(h, c.Namespace, pc.DomainSuffix), hostname) && appliesToMesh(c) && vsVisible(c, proxy) {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// VirtualServices returns every VirtualService, sorted by namespace and name.
+func (pc *PushContext) VirtualServices() []Config { return pc.vsAll }
+
+// DestinationRules returns every DestinationRule, sorted by namespace and name.
+func (pc *PushContext) DestinationRules() []Config { return pc.drAll }
+
+// Gateways returns every Gateway.
+func (pc *PushContext) Gateways() []Config { return pc.gateways }
+
+// Sidecars returns every Sidecar.
+func (pc *PushContext) Sidecars() []Config { return pc.sidecars }
+
+// DestinationRule returns the rule for hostname as seen from a proxy in
+// proxyNS, with Istio's precedence: the proxy's namespace, then the service's
+// namespace, then the root namespace. Within a namespace an exact host beats
+// the longest matching wildcard.
+func (pc *PushContext) DestinationRule(proxyNS string, svc *Service) *Config {
+	for _, ns := range []string{proxyNS, svc.Namespace, pc.RootNamespace} {
+		if c := lookupDR(pc.destinationRules[ns], svc.Hostname); c != nil && drVisible(c, proxyNS) {
+			return c
+		}
+	}
+	return nil
+}
+
+func lookupDR(byHost map[string]*Config, hostname string) *Config {
+	if c := byHost[hostname]; c != nil {
+		return c
+	}
+	var best *Config
+	bestLen := -1
+	for h, c := range byHost {
+		if strings.HasPrefix(h, "*") && HostMatches(h, hostname) && len(h) > bestLen {
+			best, bestLen = c, len(h)
+		}
+	}
+	return best
+}
+
+func appliesToMesh(c *Config) bool {
+	gws := c.Spec.(*networking.VirtualService).GetGateways()
+	if len(gws) == 0 {
+		return true
+	}
+	for _, g := range gws {
+		if g == "mesh" {
+			return true
+		}
+	}
+	return false
+}
+
+func vsVisible(c *Config, proxy *Proxy) bool {
+	return exportedTo(c.Spec.(*networking.VirtualService).GetExportTo(), c.Namespace, proxy.ConfigNamespace())
+}
+
+func drVisible(c *Config, ns string) bool {
+	return exportedTo(c.Spec.(*networking.DestinationRule).GetExportTo(), c.Namespace, ns)
+}
+
+func exportedTo(exportTo []string, ownNS, ns string) bool {
+	if len(exportTo) == 0 {
+		return true
+	}
+	for _, e := range exportTo {
+		if e == "*" || e == ns || (e == "." && ownNS == ns) {
+			return true
+		}
+	}
+	return false
+}
+
+// Subset returns the named subset of a DestinationRule, or nil.
+func Subset(dr *Config, name string) *networking.Subset {
+	if dr == nil {
+		return nil
+	}
+	for _, s := range dr.Spec.(*networking.DestinationRule).GetSubsets() {
+		if s.GetName() == name {
+			return s
+		}
+	}
+	return nil
+}
