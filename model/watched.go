@@ -1,8 +1,8 @@
 package model
 
 import (
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 )
 
 // xDS type URLs.
