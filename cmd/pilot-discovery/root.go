@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshpilot/meshpilot/internal/logging"
+	"github.com/meshpilot/meshpilot/internal/version"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+)
+
+func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "pilot-discovery",
+		Short:         "meshpilot: an Istio-compatible service mesh control plane",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newDiscoveryCommand(stderr, getenv), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.Info()) },
+	})
+	return root
+}
+
+func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Command {
+	opts := bootstrap.DefaultOptions()
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "discovery",
+		Short: "Start the xDS discovery service",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level, err := logging.ParseLevel(logLevel)
+			if err != nil {
+				return err
+			}
+			if err := applyEnv(&opts, getenv); err != nil {
+				return err
+			}
+			opts.Log = logging.New(stderr, level)
+			srv, err := bootstrap.NewServer(opts)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			if err := srv.Start(ctx); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			opts.Log.Info("shutting down")
+			srv.Wait()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.ConfigDir, "configDir", "", "Directory of Istio and Kubernetes YAML to serve (no cluster needed)")
+	f.StringVar(&opts.MeshConfigFile, "meshConfig", opts.MeshConfigFile, "File name for Istio mesh configuration")
+	f.StringVar(&opts.GRPCAddr, "grpcAddr", opts.GRPCAddr, "Discovery service gRPC address")
+	f.StringVar(&opts.HTTPAddr, "httpAddr", opts.HTTPAddr, "Discovery service HTTP address (readiness, debug)")
+	f.StringVar(&opts.MonitoringAddr, "monitoringAddr", opts.MonitoringAddr, "HTTP address for /metrics")
+	f.StringVar(&opts.Domain, "domain", opts.Domain, "DNS domain suffix")
+	f.StringVar(&opts.ClusterID, "clusterID", opts.ClusterID, "The ID of the cluster that this instance resides in")
+	f.StringVarP(&opts.Namespace, "namespace", "n", opts.Namespace, "The control plane's namespace")
+	f.StringVar(&logLevel, "log_output_level", "default:info", "Log level: LEVEL or default:LEVEL[,scope:LEVEL] (debug, info, warn, error, none)")
+	return cmd
+}
+
+// applyEnv reads the push pipeline's PILOT_* variables (Istio's names and defaults).
+func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
+	durations := []struct {
+		name string
+		dst  *time.Duration
+	}{{"PILOT_DEBOUNCE_AFTER", &opts.DebounceAfter}, {"PILOT_DEBOUNCE_MAX", &opts.DebounceMax}}
+	for _, d := range durations {
+		if v := getenv(d.name); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: %w", d.name, v, err)
+			}
+			*d.dst = parsed
+		}
+	}
+	if v := getenv("PILOT_ENABLE_EDS_DEBOUNCE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("PILOT_ENABLE_EDS_DEBOUNCE=%q: %w", v, err)
+		}
+		opts.EnableEDSDebounce = b
+	}
+	if v := getenv("PILOT_PUSH_THROTTLE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("PILOT_PUSH_THROTTLE=%q: %w", v, err)
+		}
+		opts.PushThrottle = n
+	}
+	return nil
+}

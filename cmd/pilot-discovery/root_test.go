@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+)
+
+func TestVersionPrints(t *testing.T) {
+	var out bytes.Buffer
+	cmd := newRootCommand(&out, &out, func(string) string { return "" })
+	cmd.SetArgs([]string{"version"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "meshpilot version ") {
+		t.Fatalf("version output %q", out.String())
+	}
+}
+
+func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
+	cmd := newDiscoveryCommand(&bytes.Buffer{}, func(string) string { return "" })
+	want := map[string]string{
+		"grpcAddr": ":15010", "httpAddr": ":8080", "monitoringAddr": ":15014",
+		"domain": "cluster.local", "clusterID": "Kubernetes", "namespace": "istio-system",
+		"meshConfig": "./etc/istio/config/mesh", "configDir": "",
+	}
+	for name, def := range want {
+		f := cmd.Flags().Lookup(name)
+		if f == nil {
+			t.Errorf("flag --%s missing", name)
+			continue
+		}
+		if f.DefValue != def {
+			t.Errorf("--%s default %q, want %q", name, f.DefValue, def)
+		}
+	}
+	if cmd.Flags().ShorthandLookup("n") == nil {
+		t.Error("-n shorthand for --namespace missing")
+	}
+}
+
+func TestApplyEnv(t *testing.T) {
+	env := map[string]string{
+		"PILOT_DEBOUNCE_AFTER": "50ms", "PILOT_DEBOUNCE_MAX": "2s",
+		"PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7",
+	}
+	opts := bootstrap.DefaultOptions()
+	if err := applyEnv(&opts, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 {
+		t.Fatalf("env not applied: %+v", opts)
+	}
+	env["PILOT_DEBOUNCE_AFTER"] = "soon"
+	err := applyEnv(&opts, func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "PILOT_DEBOUNCE_AFTER") {
+		t.Fatalf("want error naming PILOT_DEBOUNCE_AFTER, got %v", err)
+	}
+}
+
+func TestDefaultsFromIstio(t *testing.T) {
+	opts := bootstrap.DefaultOptions()
+	if opts.DebounceAfter != 100*time.Millisecond || opts.DebounceMax != 10*time.Second || !opts.EnableEDSDebounce || opts.PushThrottle != 100 {
+		t.Fatalf("defaults differ from Istio's: %+v", opts)
+	}
+}

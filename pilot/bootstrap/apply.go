@@ -1,0 +1,72 @@
+package bootstrap
+
+import (
+	"time"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/file"
+)
+
+// apply moves a config snapshot into the store and registries and asks for
+// the push it calls for: none when nothing changed, EDS-only when only
+// endpoints changed, full otherwise (scoped by the changed keys).
+func (s *Server) apply(snap *file.Snapshot) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	start := time.Now()
+	s.metrics.ConfigErrors.Set(float64(len(snap.Errors)))
+
+	changedConfigs := s.store.Replace(snap.Configs)
+	kubeChanges := s.kubeReg.Replace(snap.Kube)
+	var seChanges model.RegistryChanges
+	if touchesServiceEntries(changedConfigs) {
+		seChanges = s.seReg.Recompute()
+	}
+	req := pushRequestFor(changedConfigs, kubeChanges, seChanges)
+	if req == nil {
+		s.log.Debug("config reload changed nothing", "files", snap.Files, "configErrors", len(snap.Errors))
+		return
+	}
+	req.Start = start
+	s.metrics.InboundUpdates.WithLabelValues("config").Add(float64(len(changedConfigs)))
+	s.log.Info("config changed", "full", req.Full, "keys", len(req.ConfigsUpdated),
+		"configs", len(changedConfigs), "services", len(kubeChanges.Services)+len(seChanges.Services),
+		"endpoints", len(kubeChanges.Endpoints)+len(seChanges.Endpoints), "configErrors", len(snap.Errors))
+	s.discovery.ConfigUpdate(req)
+}
+
+func touchesServiceEntries(keys []model.ConfigKey) bool {
+	for _, k := range keys {
+		if k.Kind == model.KindServiceEntry || k.Kind == model.KindWorkloadEntry {
+			return true
+		}
+	}
+	return false
+}
+
+// pushRequestFor turns what changed into one request, or nil for no change.
+func pushRequestFor(configs []model.ConfigKey, changes ...model.RegistryChanges) *model.PushRequest {
+	keys := map[model.ConfigKey]struct{}{}
+	full := false
+	reasons := map[model.TriggerReason]int{}
+	for _, k := range configs {
+		keys[k] = struct{}{}
+		full = true
+		reasons[model.ReasonConfigUpdate]++
+	}
+	for _, c := range changes {
+		for _, k := range c.Services {
+			keys[k] = struct{}{}
+			full = true
+			reasons[model.ReasonServiceUpdate]++
+		}
+		for _, k := range c.Endpoints {
+			keys[k] = struct{}{}
+			reasons[model.ReasonEndpointUpdate]++
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return &model.PushRequest{Full: full, ConfigsUpdated: keys, Reason: reasons}
+}

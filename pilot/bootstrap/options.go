@@ -1,0 +1,108 @@
+// Package bootstrap wires the discovery server: it builds every part from
+// Options, owns the listeners, and starts and stops them in one place.
+package bootstrap
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// Options configure the discovery server. cmd/pilot-discovery fills them
+// from flags and environment once; nothing below reads either.
+type Options struct {
+	// ConfigDir is a directory of Istio and Kubernetes YAML (no cluster needed).
+	ConfigDir string
+	// MeshConfigFile is the MeshConfig YAML; a missing file means defaults.
+	MeshConfigFile string
+	// Listen addresses: xDS plaintext (15010), readiness and debug (8080), metrics (15014).
+	GRPCAddr, HTTPAddr, MonitoringAddr string
+	// Domain is the cluster DNS suffix; ClusterID and Namespace identify this control plane.
+	Domain, ClusterID, Namespace string
+	// Push pipeline settings (PILOT_DEBOUNCE_AFTER, PILOT_DEBOUNCE_MAX,
+	// PILOT_ENABLE_EDS_DEBOUNCE, PILOT_PUSH_THROTTLE).
+	DebounceAfter, DebounceMax time.Duration
+	EnableEDSDebounce          bool
+	PushThrottle               int
+	Log                        *slog.Logger
+}
+
+// DefaultOptions are Istio's defaults.
+func DefaultOptions() Options {
+	return Options{
+		MeshConfigFile:    "./etc/istio/config/mesh",
+		GRPCAddr:          ":15010",
+		HTTPAddr:          ":8080",
+		MonitoringAddr:    ":15014",
+		Domain:            "cluster.local",
+		ClusterID:         "Kubernetes",
+		Namespace:         "istio-system",
+		DebounceAfter:     100 * time.Millisecond,
+		DebounceMax:       10 * time.Second,
+		EnableEDSDebounce: true,
+		PushThrottle:      100,
+	}
+}
+
+func (o *Options) validate() error {
+	if o.ConfigDir == "" {
+		return fmt.Errorf("no config source: --configDir is required (Kubernetes sources are not built yet)")
+	}
+	if st, err := os.Stat(o.ConfigDir); err != nil {
+		return fmt.Errorf("--configDir: %w", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("--configDir %s: not a directory", o.ConfigDir)
+	}
+	if o.DebounceAfter <= 0 || o.DebounceMax < o.DebounceAfter {
+		return fmt.Errorf("debounce: PILOT_DEBOUNCE_AFTER (%v) must be > 0 and <= PILOT_DEBOUNCE_MAX (%v)", o.DebounceAfter, o.DebounceMax)
+	}
+	if o.PushThrottle <= 0 {
+		return fmt.Errorf("PILOT_PUSH_THROTTLE: %d must be > 0", o.PushThrottle)
+	}
+	if o.Domain == "" {
+		return fmt.Errorf("--domain must not be empty")
+	}
+	return nil
+}
+
+// DefaultMeshConfig returns Istio's mesh defaults that the generators use.
+func DefaultMeshConfig() *meshconfig.MeshConfig {
+	return &meshconfig.MeshConfig{
+		RootNamespace:         "istio-system",
+		TrustDomain:           "cluster.local",
+		ConnectTimeout:        durationpb.New(10 * time.Second),
+		EnableAutoMtls:        nil,
+		OutboundTrafficPolicy: &meshconfig.MeshConfig_OutboundTrafficPolicy{Mode: meshconfig.MeshConfig_OutboundTrafficPolicy_ALLOW_ANY},
+		DefaultConfig:         &meshconfig.ProxyConfig{DiscoveryAddress: "istiod.istio-system.svc:15012"},
+	}
+}
+
+// LoadMeshConfig reads MeshConfig YAML over the defaults. A missing file
+// yields the defaults; unknown fields are an error naming the field.
+func LoadMeshConfig(path string) (*meshconfig.MeshConfig, bool, error) {
+	mesh := DefaultMeshConfig()
+	if path == "" {
+		return mesh, false, nil
+	}
+	raw, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return mesh, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("mesh config %s: %w", path, err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, false, fmt.Errorf("mesh config %s: %w", path, err)
+	}
+	if err := (protojson.UnmarshalOptions{Merge: true}).Unmarshal(js, mesh); err != nil {
+		return nil, false, fmt.Errorf("mesh config %s: %w", path, err)
+	}
+	return mesh, true, nil
+}

@@ -1,0 +1,209 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/file"
+	"github.com/meshpilot/meshpilot/pilot/config/memory"
+	"github.com/meshpilot/meshpilot/serviceregistry/aggregate"
+	"github.com/meshpilot/meshpilot/serviceregistry/kube"
+	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
+	"github.com/meshpilot/meshpilot/xds"
+	"github.com/meshpilot/meshpilot/xds/monitoring"
+)
+
+// Server is a running discovery server: config sources, registries, the
+// push pipeline and the ADS, HTTP and metrics listeners.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *monitoring.Metrics
+	reg     *prometheus.Registry
+
+	env       *model.Environment
+	store     *memory.Store
+	kubeReg   *kube.Registry
+	seReg     *serviceentry.Registry
+	discovery *xds.DiscoveryServer
+	loader    *file.Loader
+
+	grpcServer *grpc.Server
+	grpcLis    net.Listener
+	httpLis    net.Listener
+	monLis     net.Listener
+
+	// applyMu serialises snapshot application (initial load and watcher).
+	applyMu sync.Mutex
+	wg      sync.WaitGroup
+}
+
+// NewServer builds a server from opts. Nothing listens until Start.
+func NewServer(opts Options) (*Server, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	mesh, fromFile, err := LoadMeshConfig(opts.MeshConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	if !fromFile {
+		log.Info("mesh config file not found, using defaults", "path", opts.MeshConfigFile)
+	}
+	reg := prometheus.NewRegistry()
+	metrics := monitoring.New(reg)
+
+	endpoints := model.NewEndpointIndex()
+	store := memory.New()
+	kubeReg := kube.NewRegistry(opts.Domain, endpoints, log.With("registry", "kube"))
+	seReg := serviceentry.NewRegistry(opts.Domain, store, endpoints, log.With("registry", "serviceentry"))
+	env := &model.Environment{
+		// Kubernetes services win over ServiceEntries of the same hostname, as in Istio.
+		ServiceDiscovery: aggregate.New(kubeReg, seReg),
+		ConfigStore:      store,
+		Endpoints:        endpoints,
+		Mesh:             mesh,
+		DomainSuffix:     opts.Domain,
+	}
+	ds := xds.NewDiscoveryServer(env, generatorTable(), xds.Options{
+		Log:               log.With("component", "xds"),
+		Metrics:           metrics,
+		DebounceAfter:     opts.DebounceAfter,
+		DebounceMax:       opts.DebounceMax,
+		EnableEDSDebounce: opts.EnableEDSDebounce,
+		PushThrottle:      opts.PushThrottle,
+	})
+	return &Server{
+		opts: opts, log: log, metrics: metrics, reg: reg,
+		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
+		loader: file.NewLoader(opts.ConfigDir, log.With("source", "file")),
+	}, nil
+}
+
+// Start listens, loads the initial config, marks the server ready and serves
+// until ctx is cancelled. It returns once ready, or with the first error.
+func (s *Server) Start(ctx context.Context) (err error) {
+	var lc net.ListenConfig
+	listen := func(addr, what string) (net.Listener, error) {
+		l, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen %s on %s: %w", what, addr, err)
+		}
+		return l, nil
+	}
+	if s.grpcLis, err = listen(s.opts.GRPCAddr, "xDS (--grpcAddr)"); err != nil {
+		return err
+	}
+	if s.httpLis, err = listen(s.opts.HTTPAddr, "HTTP (--httpAddr)"); err != nil {
+		s.grpcLis.Close()
+		return err
+	}
+	if s.monLis, err = listen(s.opts.MonitoringAddr, "monitoring (--monitoringAddr)"); err != nil {
+		s.grpcLis.Close()
+		s.httpLis.Close()
+		return err
+	}
+
+	// Serve readiness and metrics before the first load: /ready answers 503 until then.
+	httpSrv := &http.Server{Handler: s.httpMux(), ReadHeaderTimeout: 10 * time.Second}
+	monMux := http.NewServeMux()
+	monMux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	monSrv := &http.Server{Handler: monMux, ReadHeaderTimeout: 10 * time.Second}
+	s.grpcServer = grpc.NewServer(
+		grpc.MaxConcurrentStreams(100000),
+		grpc.MaxRecvMsgSize(4<<20),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
+	)
+	s.discovery.Register(s.grpcServer)
+
+	s.goServe("http", func() error { return httpSrv.Serve(s.httpLis) })
+	s.goServe("monitoring", func() error { return monSrv.Serve(s.monLis) })
+	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.grpcLis) })
+	s.goServe("push", func() error { return s.discovery.Run(ctx) })
+
+	snap, err := s.loader.Load()
+	if err != nil {
+		s.stop(httpSrv, monSrv)
+		return fmt.Errorf("initial config load: %w", err)
+	}
+	s.apply(snap)
+	s.discovery.MarkReady()
+	s.log.Info("discovery ready",
+		"configs", len(snap.Configs), "services", len(s.env.ServiceDiscovery.Services()),
+		"configErrors", len(snap.Errors), "grpcAddr", s.GRPCListenAddr(),
+		"httpAddr", s.HTTPListenAddr(), "monitoringAddr", s.MonitoringListenAddr())
+
+	watcher := file.NewWatcher(s.loader, 0, s.apply, s.log.With("source", "file"))
+	s.goServe("file-watcher", func() error { return watcher.Run(ctx) })
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		s.stop(httpSrv, monSrv)
+	}()
+	return nil
+}
+
+func (s *Server) stop(httpSrv, monSrv *http.Server) {
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.grpcServer.Stop()
+	_ = httpSrv.Shutdown(shutdown)
+	_ = monSrv.Shutdown(shutdown)
+}
+
+func (s *Server) goServe(name string, serve func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) &&
+			!errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, context.Canceled) {
+			s.log.Error("server part stopped", "part", name, "error", err)
+		}
+	}()
+}
+
+// Wait blocks until every part stopped after the Start context was cancelled.
+func (s *Server) Wait() { s.wg.Wait() }
+
+// GRPCListenAddr is the bound xDS address.
+func (s *Server) GRPCListenAddr() string { return s.grpcLis.Addr().String() }
+
+// HTTPListenAddr is the bound readiness/debug address.
+func (s *Server) HTTPListenAddr() string { return s.httpLis.Addr().String() }
+
+// MonitoringListenAddr is the bound metrics address.
+func (s *Server) MonitoringListenAddr() string { return s.monLis.Addr().String() }
+
+// Discovery exposes the ADS server (tests, load tools in-process).
+func (s *Server) Discovery() *xds.DiscoveryServer { return s.discovery }
+
+func (s *Server) httpMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.discovery.Ready() {
+			http.Error(w, "initial config not loaded", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s.discovery.RegisterDebug(mux)
+	return mux
+}
