@@ -1,0 +1,50 @@
+package model
+
+import (
+	"maps"
+	"slices"
+)
+
+// ServiceEqual reports whether two services have the same definition. The
+// ResourceVersion is ignored: a new version with the same content is no change.
+func ServiceEqual(a, b *Service) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Hostname == b.Hostname && a.Name == b.Name && a.Namespace == b.Namespace &&
+		a.Address == b.Address && a.Resolution == b.Resolution && a.MeshExternal == b.MeshExternal &&
+		a.Registry == b.Registry && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.ExportTo, b.ExportTo) &&
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Selector, b.Selector)
+}
+
+// ApplyRegistryState moves one registry shard of idx from the services in
+// prev to those in next (both keyed by hostname), writes the endpoints in eps
+// (by hostname) under shard, removes the endpoints of vanished services, and
+// reports what changed: services added, removed or redefined, and services
+// whose endpoints alone changed. Keys are sorted by hostname.
+func ApplyRegistryState(idx *EndpointIndex, shard string, prev, next map[string]*Service, eps map[string][]*Endpoint) RegistryChanges {
+	var ch RegistryChanges
+	hosts := make([]string, 0, len(next))
+	for h := range next {
+		hosts = append(hosts, h)
+	}
+	for h := range prev {
+		if _, ok := next[h]; !ok {
+			hosts = append(hosts, h)
+		}
+	}
+	slices.Sort(hosts)
+	for _, h := range hosts {
+		old, svc := prev[h], next[h]
+		epsChanged := idx.Update(shard, h, eps[h])
+		switch {
+		case svc == nil:
+			ch.Services = append(ch.Services, ConfigKey{Kind: KindService, Name: h, Namespace: old.Namespace})
+		case !ServiceEqual(old, svc):
+			ch.Services = append(ch.Services, ConfigKey{Kind: KindService, Name: h, Namespace: svc.Namespace})
+		case epsChanged:
+			ch.Endpoints = append(ch.Endpoints, ConfigKey{Kind: KindEndpoints, Name: h, Namespace: svc.Namespace})
+		}
+	}
+	return ch
+}
