@@ -1,0 +1,211 @@
+// Package debounce merges bursts of push requests into fewer pushes, with
+// istiod's semantics (PILOT_DEBOUNCE_AFTER, PILOT_DEBOUNCE_MAX,
+// PILOT_ENABLE_EDS_DEBOUNCE). One goroutine, Run, does all the debouncing;
+// the merged request goes to an output function that is never called twice
+// at once.
+package debounce
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/xds/monitoring"
+)
+
+// Options configures a Debouncer.
+type Options struct {
+	// After is the quiet period: a batch is emitted once no request arrived
+	// for this long (PILOT_DEBOUNCE_AFTER, Istio default 100ms). Zero emits
+	// as soon as the output is free.
+	After time.Duration
+	// Max caps the wait since the first request of a batch
+	// (PILOT_DEBOUNCE_MAX, Istio default 10s). Zero means no cap.
+	Max time.Duration
+	// EDSDebounce debounces endpoint-only requests like full ones. When
+	// false, they are emitted at once (PILOT_ENABLE_EDS_DEBOUNCE, Istio
+	// default true).
+	EDSDebounce bool
+}
+
+// DefaultOptions returns Istio's defaults.
+func DefaultOptions() Options {
+	return Options{After: 100 * time.Millisecond, Max: 10 * time.Second, EDSDebounce: true}
+}
+
+// Debouncer merges push requests (model.PushRequest.Merge) and hands the
+// merged request to its output once the stream is quiet for After or Max
+// passed since the batch's first request. While the output runs, new
+// requests keep merging; they are emitted after it returns.
+type Debouncer struct {
+	opts    Options
+	out     func(*model.PushRequest)
+	metrics *monitoring.Metrics
+	log     *slog.Logger
+	clock   clock
+
+	mu      sync.Mutex
+	inbox   []arrival
+	stopped bool
+	// wake holds a token when the inbox may have grown.
+	wake chan struct{}
+
+	flushed atomic.Uint64
+}
+
+// New returns a Debouncer that calls out with merged requests once Run is
+// running. m and log may be nil.
+func New(opts Options, out func(*model.PushRequest), m *monitoring.Metrics, log *slog.Logger) *Debouncer {
+	return newWithClock(opts, out, m, log, wallClock{})
+}
+
+func newWithClock(opts Options, out func(*model.PushRequest), m *monitoring.Metrics, log *slog.Logger, c clock) *Debouncer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Debouncer{opts: opts, out: out, metrics: m, log: log, clock: c, wake: make(chan struct{}, 1)}
+}
+
+// Enqueue adds a request to the next batch. It never blocks. A request
+// without a reason counts as ReasonUnknownTrigger; nil requests and
+// requests after Run returned are dropped. req is not modified.
+func (d *Debouncer) Enqueue(req *model.PushRequest) {
+	if req == nil {
+		return
+	}
+	if len(req.Reason) == 0 {
+		unknown := &model.PushRequest{Reason: map[model.TriggerReason]int{model.ReasonUnknownTrigger: 1}}
+		req = unknown.Merge(req)
+	}
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return
+	}
+	d.inbox = append(d.inbox, arrival{req: req, at: d.clock.Now()})
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Flushed returns how many merged requests out has finished handling.
+func (d *Debouncer) Flushed() uint64 { return d.flushed.Load() }
+
+// take empties the inbox.
+func (d *Debouncer) take() []arrival {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := d.inbox
+	d.inbox = nil
+	return in
+}
+
+// Run debounces until ctx is done. If out is running then, Run waits for
+// it to return, so no goroutine outlives Run. Pending requests are dropped.
+func (d *Debouncer) Run(ctx context.Context) {
+	var (
+		debounced, eds batch
+		busy           bool
+		outDone        = make(chan struct{}, 1)
+		timerC         <-chan time.Time
+		stopTimer      = func() {}
+	)
+	defer func() {
+		stopTimer()
+		d.mu.Lock()
+		d.stopped = true
+		d.inbox = nil
+		d.mu.Unlock()
+		if busy {
+			<-outDone
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-outDone:
+			busy = false
+		case <-timerC:
+			timerC = nil
+		}
+		// Read the time before draining: everything enqueued before now is
+		// then in this batch, so quiet periods are never overestimated.
+		now := d.clock.Now()
+		for _, a := range d.take() {
+			if !d.opts.EDSDebounce && !a.req.Full {
+				eds.add(a)
+			} else {
+				debounced.add(a)
+			}
+		}
+		if busy {
+			continue
+		}
+		ready, deadline := debounced.due(now, d.opts)
+		var emit batch
+		switch {
+		case ready:
+			// A full push also carries any pending endpoint changes.
+			emit = debounced
+			emit.join(eds)
+			debounced, eds = batch{}, batch{}
+		case !eds.empty():
+			emit = eds
+			eds = batch{}
+		}
+		stopTimer()
+		timerC, stopTimer = nil, func() {}
+		if !emit.empty() {
+			busy = true
+			d.emit(emit, now, outDone)
+			continue
+		}
+		if !debounced.empty() {
+			timerC, stopTimer = d.clock.At(deadline)
+		}
+	}
+}
+
+// emit records metrics, logs and starts out on its own goroutine; outDone
+// receives when it returns.
+func (d *Debouncer) emit(b batch, now time.Time, outDone chan<- struct{}) {
+	req := b.req
+	if d.metrics != nil {
+		d.metrics.DebounceTime.Observe(now.Sub(b.first).Seconds())
+		for reason, n := range req.Reason {
+			d.metrics.PushTriggers.WithLabelValues(string(reason)).Add(float64(n))
+		}
+	}
+	d.log.Debug("push debounce stable",
+		"events", b.events,
+		"full", req.Full,
+		"reasons", reasonList(req.Reason),
+		"configs", len(req.ConfigsUpdated),
+		"quiet", now.Sub(b.last),
+		"sinceFirst", now.Sub(b.first))
+	go func() {
+		d.out(req)
+		d.flushed.Add(1)
+		outDone <- struct{}{}
+	}()
+}
+
+// reasonList renders reason counts in a stable order for logs.
+func reasonList(r map[model.TriggerReason]int) []string {
+	keys := slices.Sorted(maps.Keys(r))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, string(k)+"="+strconv.Itoa(r[k]))
+	}
+	return out
+}
