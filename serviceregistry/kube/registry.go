@@ -1,0 +1,91 @@
+package kube
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// ShardKubernetes is the EndpointIndex shard this registry writes.
+const ShardKubernetes = "Kubernetes"
+
+var _ model.ServiceDiscovery = (*Registry)(nil)
+
+// Registry is a static service registry over a set of Kubernetes objects
+// (manifest files, or what informers hold). Replace swaps the whole set;
+// Services returns an immutable snapshot. It is safe for concurrent use.
+type Registry struct {
+	domain    string
+	endpoints *model.EndpointIndex
+	log       *slog.Logger
+
+	// replaceMu serialises Replace, the only writer; mu guards the fields
+	// below for readers, so conversion does not block them.
+	replaceMu sync.Mutex
+	mu        sync.RWMutex
+	byHost    map[string]*model.Service
+	services  []*model.Service
+}
+
+// NewRegistry returns an empty registry for cluster domain domain
+// ("cluster.local") that writes endpoints into endpoints.
+func NewRegistry(domain string, endpoints *model.EndpointIndex, log *slog.Logger) *Registry {
+	return &Registry{domain: domain, endpoints: endpoints, log: log, byHost: map[string]*model.Service{}}
+}
+
+// Replace makes objs the registry's whole object set, updates the endpoint
+// index, and reports which services changed and which changed only their
+// endpoints.
+func (r *Registry) Replace(objs Objects) model.RegistryChanges {
+	idx := NewIndex(objs)
+	next := make(map[string]*model.Service, len(objs.Services))
+	eps := make(map[string][]*model.Endpoint, len(objs.Services))
+
+	r.replaceMu.Lock()
+	defer r.replaceMu.Unlock()
+	for _, ks := range objs.Services {
+		svc := ConvertService(ks, r.domain)
+		if _, dup := next[svc.Hostname]; dup {
+			r.log.Warn("duplicate service ignored", "service", svc.Namespace+"/"+svc.Name, "hostname", svc.Hostname)
+			continue
+		}
+		// Keep the previous value when nothing changed, so pointers stay stable.
+		if old := r.byHost[svc.Hostname]; old != nil && model.ServiceEqual(old, svc) && old.ResourceVersion == svc.ResourceVersion {
+			svc = old
+		}
+		next[svc.Hostname] = svc
+		eps[svc.Hostname] = idx.Endpoints(ks)
+	}
+	changes := model.ApplyRegistryState(r.endpoints, ShardKubernetes, r.byHost, next, eps)
+
+	list := make([]*model.Service, 0, len(next))
+	for _, s := range next {
+		list = append(list, s)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Hostname < list[j].Hostname })
+	r.mu.Lock()
+	r.byHost, r.services = next, list
+	r.mu.Unlock()
+	if !changes.Empty() {
+		r.log.Debug("kubernetes registry updated", "services", len(list),
+			"servicesChanged", len(changes.Services), "endpointsChanged", len(changes.Endpoints))
+	}
+	return changes
+}
+
+// Services returns every service sorted by hostname. The slice is a
+// snapshot that later Replace calls do not touch; it must not be changed.
+func (r *Registry) Services() []*model.Service {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.services
+}
+
+// Service returns the service with the given hostname, or nil.
+func (r *Registry) Service(hostname string) *model.Service {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byHost[hostname]
+}

@@ -1,0 +1,113 @@
+package serviceentry
+
+import (
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// ShardServiceEntry is the EndpointIndex shard this registry writes.
+const ShardServiceEntry = "ServiceEntry"
+
+// Registry serves the services and endpoints that the ServiceEntries and
+// WorkloadEntries of a config store declare. Recompute re-reads the store;
+// Services returns an immutable snapshot. It is safe for concurrent use.
+type Registry struct {
+	domain    string
+	store     model.ConfigStore
+	endpoints *model.EndpointIndex
+	log       *slog.Logger
+
+	// recomputeMu serialises Recompute, the only writer; mu guards the
+	// fields below for readers.
+	recomputeMu sync.Mutex
+	mu          sync.RWMutex
+	byHost      map[string]*model.Service
+	services    []*model.Service
+}
+
+// NewRegistry returns a registry over store that writes endpoints into
+// endpoints. It is empty until the first Recompute.
+func NewRegistry(domain string, store model.ConfigStore, endpoints *model.EndpointIndex, log *slog.Logger) *Registry {
+	return &Registry{domain: domain, store: store, endpoints: endpoints, log: log, byHost: map[string]*model.Service{}}
+}
+
+// Recompute re-reads every ServiceEntry and WorkloadEntry, updates the
+// endpoint index, and reports which services changed and which changed only
+// their endpoints. When several ServiceEntries declare one host, the oldest
+// defines the service and the endpoints of all of them are merged.
+func (r *Registry) Recompute() model.RegistryChanges {
+	r.recomputeMu.Lock()
+	defer r.recomputeMu.Unlock()
+
+	entries := slices.Clone(r.store.List(model.KindServiceEntry))
+	// Oldest first; the store's namespace/name order breaks ties.
+	slices.SortStableFunc(entries, func(a, b model.Config) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp)
+	})
+	workloads := r.store.List(model.KindWorkloadEntry)
+
+	next := map[string]*model.Service{}
+	eps := map[string][]*model.Endpoint{}
+	seen := map[string]map[string]bool{} // host → endpoint keys already merged
+	for i := range entries {
+		cfg := &entries[i]
+		if _, ok := cfg.Spec.(*networking.ServiceEntry); !ok {
+			r.log.Warn("config is not a ServiceEntry, ignored", "config", cfg.Key().String(), "source", cfg.Source)
+			continue
+		}
+		for _, svc := range Convert(cfg, r.domain) {
+			if prev, dup := next[svc.Hostname]; !dup {
+				if old := r.byHost[svc.Hostname]; old != nil && model.ServiceEqual(old, svc) && old.ResourceVersion == svc.ResourceVersion {
+					svc = old // keep pointers of unchanged services stable
+				}
+				next[svc.Hostname] = svc
+				seen[svc.Hostname] = map[string]bool{}
+			} else if prev.Namespace != cfg.Namespace || prev.Name != cfg.Name {
+				r.log.Debug("host declared by several ServiceEntries; merging endpoints", "hostname", svc.Hostname,
+					"serviceEntry", cfg.Namespace+"/"+cfg.Name, "definedBy", prev.Namespace+"/"+prev.Name)
+			}
+			for _, e := range Endpoints(cfg, svc, workloads) {
+				if k := e.Key(); !seen[svc.Hostname][k] {
+					seen[svc.Hostname][k] = true
+					eps[svc.Hostname] = append(eps[svc.Hostname], e)
+				}
+			}
+		}
+	}
+	changes := model.ApplyRegistryState(r.endpoints, ShardServiceEntry, r.byHost, next, eps)
+
+	list := make([]*model.Service, 0, len(next))
+	for _, s := range next {
+		list = append(list, s)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Hostname < list[j].Hostname })
+	r.mu.Lock()
+	r.byHost, r.services = next, list
+	r.mu.Unlock()
+	if !changes.Empty() {
+		r.log.Debug("service entry registry updated", "services", len(list),
+			"servicesChanged", len(changes.Services), "endpointsChanged", len(changes.Endpoints))
+	}
+	return changes
+}
+
+// Services returns every service sorted by hostname. The slice is a
+// snapshot that later Recompute calls do not touch; it must not be changed.
+func (r *Registry) Services() []*model.Service {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.services
+}
+
+// Service returns the service with the given hostname, or nil.
+func (r *Registry) Service(hostname string) *model.Service {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.byHost[hostname]
+}
