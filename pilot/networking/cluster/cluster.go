@@ -1,0 +1,275 @@
+package cluster
+
+import (
+	"fmt"
+	"sort"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// HTTPProtocolOptionsKey is the typed_extension_protocol_options key of upstream HTTP settings.
+const HTTPProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// inboundPassthroughSource is the source address Istio binds inbound
+// passthrough connections to, so iptables lets them reach the app.
+const inboundPassthroughSource = "127.0.0.6"
+
+// Build returns the clusters of proxy, sorted by name: outbound clusters for
+// every visible service port and DestinationRule subset, inbound clusters
+// for the proxy's own service ports, and the three built-in clusters.
+func Build(proxy *model.Proxy, push *model.PushContext) ([]*clusterv3.Cluster, error) {
+	timeout := ConnectTimeout(push.Mesh)
+	byName := map[string]*clusterv3.Cluster{}
+	add := func(c *clusterv3.Cluster) {
+		if _, dup := byName[c.Name]; !dup {
+			byName[c.Name] = c
+		}
+	}
+	for _, svc := range push.ServicesFor(proxy) {
+		dr := push.DestinationRule(proxy.ConfigNamespace(), svc)
+		var rule *networking.DestinationRule
+		if dr != nil {
+			rule = dr.Spec.(*networking.DestinationRule)
+		}
+		for _, port := range svc.Ports {
+			if port.Protocol == model.ProtocolUDP {
+				continue
+			}
+			lb := loadBalancerFor(rule.GetTrafficPolicy(), port.Port)
+			c, err := outbound(push, svc, port, "", nil, lb, timeout)
+			if err != nil {
+				return nil, err
+			}
+			add(c)
+			for _, ss := range rule.GetSubsets() {
+				ssLB := loadBalancerFor(ss.GetTrafficPolicy(), port.Port)
+				if ssLB == nil {
+					ssLB = lb
+				}
+				c, err := outbound(push, svc, port, ss.GetName(), ss.GetLabels(), ssLB, timeout)
+				if err != nil {
+					return nil, err
+				}
+				add(c)
+			}
+		}
+	}
+	for _, t := range push.ServiceTargetsFor(proxy) {
+		c, err := inbound(t, timeout)
+		if err != nil {
+			return nil, err
+		}
+		add(c)
+	}
+	add(blackHole(timeout))
+	add(passthrough(timeout))
+	add(inboundPassthrough(timeout))
+	out := make([]*clusterv3.Cluster, 0, len(byName))
+	for _, c := range byName {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// loadBalancerFor returns the load balancer settings of policy for a port:
+// a matching portLevelSettings entry wins over the policy-wide one.
+func loadBalancerFor(policy *networking.TrafficPolicy, port uint32) *networking.LoadBalancerSettings {
+	for _, pls := range policy.GetPortLevelSettings() {
+		if pls.GetPort().GetNumber() == port && pls.GetLoadBalancer() != nil {
+			return pls.GetLoadBalancer()
+		}
+	}
+	return policy.GetLoadBalancer()
+}
+
+func outbound(push *model.PushContext, svc *model.Service, port model.Port, subset string, labels map[string]string,
+	lb *networking.LoadBalancerSettings, timeout *durationpb.Duration,
+) (*clusterv3.Cluster, error) {
+	name := BuildName(Outbound, subset, svc.Hostname, port.Port)
+	c := &clusterv3.Cluster{Name: name, ConnectTimeout: timeout}
+	switch svc.Resolution {
+	case model.ClientSideLB:
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: ADSConfigSource(), ServiceName: name}
+	case model.DNSLB, model.DNSRoundRobinLB:
+		typ := clusterv3.Cluster_STRICT_DNS
+		if svc.Resolution == model.DNSRoundRobinLB {
+			typ = clusterv3.Cluster_LOGICAL_DNS
+		}
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: typ}
+		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
+		c.RespectDnsTtl = true
+		c.LoadAssignment = dnsAssignment(push, svc, port, name, labels, typ == clusterv3.Cluster_LOGICAL_DNS)
+	case model.Passthrough:
+		setOriginalDst(c)
+	default:
+		return nil, fmt.Errorf("service %s: resolution %v: not supported", svc.Hostname, svc.Resolution)
+	}
+	if svc.Resolution != model.Passthrough {
+		applySimpleLB(c, lb)
+	}
+	if port.Protocol.IsHTTP2() {
+		if err := setHTTP2(c); err != nil {
+			return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
+		}
+	}
+	return c, nil
+}
+
+// applySimpleLB applies loadBalancer.simple; unset means LEAST_REQUEST, Istio's default.
+func applySimpleLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings) {
+	switch lb.GetSimple() {
+	case networking.LoadBalancerSettings_ROUND_ROBIN:
+		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	case networking.LoadBalancerSettings_RANDOM:
+		c.LbPolicy = clusterv3.Cluster_RANDOM
+	case networking.LoadBalancerSettings_PASSTHROUGH:
+		c.EdsClusterConfig, c.LoadAssignment = nil, nil
+		c.DnsLookupFamily, c.RespectDnsTtl = clusterv3.Cluster_AUTO, false
+		setOriginalDst(c)
+	default:
+		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	}
+}
+
+func setOriginalDst(c *clusterv3.Cluster) {
+	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST}
+	c.LbPolicy = clusterv3.Cluster_CLUSTER_PROVIDED
+}
+
+// dnsAssignment lists the endpoints a DNS cluster resolves: the service's
+// endpoints on this port (their Address is a hostname or IP), or the service
+// hostname itself when it has none. LOGICAL_DNS takes exactly one.
+func dnsAssignment(push *model.PushContext, svc *model.Service, port model.Port, name string, labels map[string]string, single bool) *endpointv3.ClusterLoadAssignment {
+	var lbEps []*endpointv3.LbEndpoint
+	for _, e := range push.Endpoints.Endpoints(svc.Hostname) {
+		if e.ServicePortName != port.Name || !e.SubsetMatches(labels) {
+			continue
+		}
+		lbEps = append(lbEps, LbEndpoint(e.Address, e.Port, e.Weight, true))
+		if single {
+			break
+		}
+	}
+	if len(lbEps) == 0 && (single || len(labels) == 0) {
+		lbEps = append(lbEps, LbEndpoint(svc.Hostname, port.Port, 1, true))
+	}
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	if len(lbEps) > 0 {
+		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbEps}}
+	}
+	return cla
+}
+
+// LbEndpoint returns an endpoint at address:port with the given weight (0
+// means 1) and health.
+func LbEndpoint(address string, port, weight uint32, healthy bool) *endpointv3.LbEndpoint {
+	if weight == 0 {
+		weight = 1
+	}
+	health := corev3.HealthStatus_HEALTHY
+	if !healthy {
+		health = corev3.HealthStatus_UNHEALTHY
+	}
+	return &endpointv3.LbEndpoint{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: SocketAddress(address, port),
+		}},
+		HealthStatus:        health,
+		LoadBalancingWeight: wrapUInt32(weight),
+	}
+}
+
+// SocketAddress returns a TCP socket address.
+func SocketAddress(address string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address:       address,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// ADSConfigSource is the config source "fetch over the ADS stream, v3".
+func ADSConfigSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+	}
+}
+
+func setHTTP2(c *clusterv3.Cluster) error {
+	opts, err := anypb.New(&httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s: typed_extension_protocol_options: %w", c.Name, err)
+	}
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: opts}
+	return nil
+}
+
+// inbound builds "inbound|TARGETPORT||". Istio uses an ORIGINAL_DST cluster
+// here; for a sidecar the original destination of inbound traffic is always
+// the local workload, so a STATIC cluster to 127.0.0.1:TARGETPORT is
+// equivalent and simpler.
+func inbound(t model.ServiceTarget, timeout *durationpb.Duration) (*clusterv3.Cluster, error) {
+	name := BuildName(Inbound, "", "", t.TargetPort)
+	c := &clusterv3.Cluster{
+		Name:                 name,
+		ConnectTimeout:       timeout,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				LbEndpoints: []*endpointv3.LbEndpoint{LbEndpoint("127.0.0.1", t.TargetPort, 1, true)},
+			}},
+		},
+	}
+	if t.Port.Protocol.IsHTTP2() {
+		if err := setHTTP2(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func blackHole(timeout *durationpb.Duration) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 BlackHole,
+		ConnectTimeout:       timeout,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+	}
+}
+
+func passthrough(timeout *durationpb.Duration) *clusterv3.Cluster {
+	c := &clusterv3.Cluster{Name: Passthrough, ConnectTimeout: timeout}
+	setOriginalDst(c)
+	return c
+}
+
+func inboundPassthrough(timeout *durationpb.Duration) *clusterv3.Cluster {
+	c := &clusterv3.Cluster{
+		Name:           InboundPassthrough,
+		ConnectTimeout: timeout,
+		UpstreamBindConfig: &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
+			Address:       inboundPassthroughSource,
+			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
+		}},
+	}
+	setOriginalDst(c)
+	return c
+}

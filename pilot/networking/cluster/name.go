@@ -1,0 +1,43 @@
+// Package cluster builds the Envoy clusters (CDS) of a sidecar.
+package cluster
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Directions in cluster names.
+const (
+	Outbound = "outbound"
+	Inbound  = "inbound"
+)
+
+// Names of the built-in clusters, as Istio names them.
+const (
+	BlackHole          = "BlackHoleCluster"
+	Passthrough        = "PassthroughCluster"
+	InboundPassthrough = "InboundPassthroughCluster"
+)
+
+// BuildName returns Istio's cluster name "DIRECTION|PORT|SUBSET|HOST"
+// ("outbound|9080|v1|reviews.default.svc.cluster.local", "inbound|9080||").
+func BuildName(direction, subset, host string, port uint32) string {
+	return direction + "|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
+}
+
+// ParseName splits a name made by BuildName. ok is false for any other name
+// (including BlackHoleCluster and friends).
+func ParseName(name string) (direction, subset, host string, port uint32, ok bool) {
+	parts := strings.SplitN(name, "|", 4)
+	if len(parts) != 4 {
+		return "", "", "", 0, false
+	}
+	if parts[0] != Outbound && parts[0] != Inbound {
+		return "", "", "", 0, false
+	}
+	p, err := strconv.ParseUint(parts[1], 10, 32)
+	if err != nil || p == 0 {
+		return "", "", "", 0, false
+	}
+	return parts[0], parts[2], parts[3], uint32(p), true
+}

@@ -1,0 +1,92 @@
+// Package endpoint builds the ClusterLoadAssignments (EDS) of a sidecar.
+package endpoint
+
+import (
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+)
+
+// Build returns one assignment per cluster name, in the order of names.
+func Build(proxy *model.Proxy, push *model.PushContext, names []string) []*endpointv3.ClusterLoadAssignment {
+	out := make([]*endpointv3.ClusterLoadAssignment, 0, len(names))
+	for _, n := range names {
+		out = append(out, BuildLoadAssignment(proxy, push, n))
+	}
+	return out
+}
+
+// BuildLoadAssignment returns the endpoints of an outbound cluster: those of
+// the cluster's service and port, filtered by the subset's labels (from the
+// DestinationRule the proxy sees), grouped by locality. A name that is not an
+// outbound cluster of a known service, port and subset gets an assignment
+// with no endpoints, so Envoy does not wait for it forever.
+func BuildLoadAssignment(proxy *model.Proxy, push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	dir, subset, host, portNum, ok := cluster.ParseName(name)
+	if !ok || dir != cluster.Outbound {
+		return cla
+	}
+	svc := push.ServiceByHost(host)
+	if svc == nil {
+		return cla
+	}
+	port, ok := svc.PortByNumber(portNum)
+	if !ok {
+		return cla
+	}
+	var labels map[string]string
+	if subset != "" {
+		ss := model.Subset(push.DestinationRule(proxy.ConfigNamespace(), svc), subset)
+		if ss == nil {
+			return cla
+		}
+		labels = ss.GetLabels()
+	}
+	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	for _, e := range push.Endpoints.Endpoints(host) {
+		if e.ServicePortName != port.Name || !e.SubsetMatches(labels) {
+			continue
+		}
+		group := byLocality[e.Locality]
+		if group == nil {
+			group = &endpointv3.LocalityLbEndpoints{Locality: ParseLocality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
+			byLocality[e.Locality] = group
+		}
+		lbe := cluster.LbEndpoint(e.Address, e.Port, e.Weight, e.Healthy)
+		group.LbEndpoints = append(group.LbEndpoints, lbe)
+		group.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
+	}
+	keys := make([]string, 0, len(byLocality))
+	for k := range byLocality {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cla.Endpoints = append(cla.Endpoints, byLocality[k])
+	}
+	return cla
+}
+
+// ParseLocality turns "region/zone/subzone" (any suffix may be missing) into
+// an Envoy locality; "" gives nil.
+func ParseLocality(s string) *corev3.Locality {
+	if s == "" {
+		return nil
+	}
+	parts := strings.SplitN(s, "/", 3)
+	l := &corev3.Locality{Region: parts[0]}
+	if len(parts) > 1 {
+		l.Zone = parts[1]
+	}
+	if len(parts) > 2 {
+		l.SubZone = parts[2]
+	}
+	return l
+}

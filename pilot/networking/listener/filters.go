@@ -1,0 +1,72 @@
+package listener
+
+import (
+	"fmt"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+)
+
+// TCPProxyFilter returns a tcp_proxy network filter to clusterName; the stat
+// prefix is the cluster name, as in Istio.
+func TCPProxyFilter(clusterName string) (*listenerv3.Filter, error) {
+	cfg, err := anypb.New(&tcpv3.TcpProxy{
+		StatPrefix:       clusterName,
+		ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: clusterName},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tcp_proxy to %s: %w", clusterName, err)
+	}
+	return &listenerv3.Filter{Name: wellknown.TCPProxy, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// RouterFilter returns the HTTP router filter every connection manager ends with.
+func RouterFilter() (*hcmv3.HttpFilter, error) {
+	cfg, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, fmt.Errorf("router filter: %w", err)
+	}
+	return &hcmv3.HttpFilter{Name: wellknown.Router, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// RDSConnectionManager returns an http_connection_manager filter that
+// fetches route configuration routeName over ADS.
+func RDSConnectionManager(statPrefix, routeName string) (*listenerv3.Filter, error) {
+	return connectionManager(&hcmv3.HttpConnectionManager{
+		StatPrefix: statPrefix,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    cluster.ADSConfigSource(),
+			RouteConfigName: routeName,
+		}},
+	})
+}
+
+// InlineConnectionManager returns an http_connection_manager filter with an
+// inline route configuration.
+func InlineConnectionManager(statPrefix string, rc *routev3.RouteConfiguration) (*listenerv3.Filter, error) {
+	return connectionManager(&hcmv3.HttpConnectionManager{
+		StatPrefix:     statPrefix,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc},
+	})
+}
+
+func connectionManager(hcm *hcmv3.HttpConnectionManager) (*listenerv3.Filter, error) {
+	router, err := RouterFilter()
+	if err != nil {
+		return nil, err
+	}
+	hcm.CodecType = hcmv3.HttpConnectionManager_AUTO
+	hcm.HttpFilters = []*hcmv3.HttpFilter{router}
+	cfg, err := anypb.New(hcm)
+	if err != nil {
+		return nil, fmt.Errorf("http_connection_manager %s: %w", hcm.StatPrefix, err)
+	}
+	return &listenerv3.Filter{Name: wellknown.HTTPConnectionManager, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: cfg}}, nil
+}

@@ -1,0 +1,125 @@
+// Package listener builds the Envoy listeners (LDS) of a sidecar.
+package listener
+
+import (
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+)
+
+// WildcardAddress is the address of outbound listeners shared by every service on a port.
+const WildcardAddress = "0.0.0.0"
+
+// Name returns Istio's outbound listener name "ADDRESS_PORT".
+func Name(address string, port uint32) string {
+	return address + "_" + strconv.FormatUint(uint64(port), 10)
+}
+
+// Build returns the listeners of proxy, sorted by name: virtualOutbound,
+// virtualInbound, one 0.0.0.0_PORT listener per HTTP port (routes from RDS
+// "PORT"), one VIP_PORT listener per TCP service port with a VIP and
+// 0.0.0.0_PORT for TCP ports of services without one, unless an HTTP
+// listener owns the port. A VIP that is not an IP (a CIDR) counts as none. Headless (Passthrough) services get no TCP
+// listener: virtualOutbound passes their traffic through. Every listener
+// but the two virtual ones has bind_to_port false.
+func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*listenerv3.Listener, error) {
+	var out []*listenerv3.Listener
+	vo, err := virtualOutbound(cluster.AllowAny(push.Mesh))
+	if err != nil {
+		return nil, err
+	}
+	vi, err := virtualInbound(push.ServiceTargetsFor(proxy), log)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, vo, vi)
+
+	services := push.ServicesFor(proxy)
+	httpPorts := map[uint32]bool{}
+	for _, svc := range services {
+		for _, p := range svc.Ports {
+			if p.Protocol.IsHTTP() {
+				httpPorts[p.Port] = true
+			}
+		}
+	}
+	ports := make([]uint32, 0, len(httpPorts))
+	for p := range httpPorts {
+		ports = append(ports, p)
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
+	for _, p := range ports {
+		l, err := outboundHTTP(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+
+	taken := map[string]string{}
+	for _, svc := range services {
+		if svc.Resolution == model.Passthrough {
+			continue
+		}
+		for _, p := range svc.Ports {
+			if !p.Protocol.IsTCP() {
+				continue
+			}
+			addr := WildcardAddress
+			if svc.HasAddress() && net.ParseIP(svc.Address) != nil {
+				addr = svc.Address
+			} else if httpPorts[p.Port] {
+				log.Debug("tcp port owned by an http listener; skipped", "service", svc.Hostname, "port", p.Port)
+				continue
+			}
+			name := Name(addr, p.Port)
+			if owner, dup := taken[name]; dup {
+				log.Debug("listener conflict; first service wins", "listener", name, "kept", owner, "dropped", svc.Hostname)
+				continue
+			}
+			taken[name] = svc.Hostname
+			l, err := outboundTCP(name, addr, p.Port, cluster.BuildName(cluster.Outbound, "", svc.Hostname, p.Port))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, l)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func outboundHTTP(port uint32) (*listenerv3.Listener, error) {
+	name := Name(WildcardAddress, port)
+	hcm, err := RDSConnectionManager("outbound_"+name, strconv.FormatUint(uint64(port), 10))
+	if err != nil {
+		return nil, err
+	}
+	return outboundListener(name, WildcardAddress, port, hcm), nil
+}
+
+func outboundTCP(name, addr string, port uint32, clusterName string) (*listenerv3.Listener, error) {
+	tcp, err := TCPProxyFilter(clusterName)
+	if err != nil {
+		return nil, err
+	}
+	return outboundListener(name, addr, port, tcp), nil
+}
+
+func outboundListener(name, addr string, port uint32, f *listenerv3.Filter) *listenerv3.Listener {
+	return &listenerv3.Listener{
+		Name:             name,
+		Address:          cluster.SocketAddress(addr, port),
+		BindToPort:       wrapperspb.Bool(false),
+		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		FilterChains:     []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{f}}},
+	}
+}

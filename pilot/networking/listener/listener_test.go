@@ -1,0 +1,196 @@
+package listener_test
+
+import (
+	"log/slog"
+	"slices"
+	"testing"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/listener"
+	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+func build(t *testing.T, in nt.Input, proxy *model.Proxy) map[string]*listenerv3.Listener {
+	t.Helper()
+	ls, err := listener.Build(proxy, in.PushContext(), discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*listenerv3.Listener{}
+	for i, l := range ls {
+		nt.ValidateRecursively(t, l)
+		if i > 0 && ls[i-1].Name >= l.Name {
+			t.Errorf("listeners not sorted or duplicated: %q then %q", ls[i-1].Name, l.Name)
+		}
+		out[l.Name] = l
+	}
+	return out
+}
+
+func tcpProxy(t *testing.T, f *listenerv3.Filter) *tcpv3.TcpProxy {
+	t.Helper()
+	var tp tcpv3.TcpProxy
+	if f.GetName() != wellknown.TCPProxy {
+		t.Fatalf("filter %q, want tcp_proxy", f.GetName())
+	}
+	if err := f.GetTypedConfig().UnmarshalTo(&tp); err != nil {
+		t.Fatal(err)
+	}
+	return &tp
+}
+
+func hcm(t *testing.T, f *listenerv3.Filter) *hcmv3.HttpConnectionManager {
+	t.Helper()
+	var h hcmv3.HttpConnectionManager
+	if f.GetName() != wellknown.HTTPConnectionManager {
+		t.Fatalf("filter %q, want http_connection_manager", f.GetName())
+	}
+	if err := f.GetTypedConfig().UnmarshalTo(&h); err != nil {
+		t.Fatal(err)
+	}
+	return &h
+}
+
+func TestBuildStandard(t *testing.T) {
+	proxy := nt.Proxy(nt.StandardProxy, "reviews-v1", "default", map[string]string{"app": "reviews"})
+	got := build(t, nt.Standard(), proxy)
+	var names []string
+	for n := range got {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	want := []string{"0.0.0.0_27017", "0.0.0.0_7070", "0.0.0.0_80", "0.0.0.0_9080", "10.0.0.12_3306", "virtualInbound", "virtualOutbound"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("listeners %v, want %v", names, want)
+	}
+
+	vo := got[listener.VirtualOutbound]
+	if vo.GetAddress().GetSocketAddress().GetPortValue() != 15001 || !vo.GetUseOriginalDst().GetValue() || vo.GetBindToPort() != nil {
+		t.Errorf("virtualOutbound %v", vo)
+	}
+	catchAll := vo.GetFilterChains()[len(vo.GetFilterChains())-1]
+	if tp := tcpProxy(t, catchAll.GetFilters()[0]); tp.GetCluster() != "PassthroughCluster" || tp.GetStatPrefix() != "PassthroughCluster" {
+		t.Errorf("virtualOutbound catch-all %v", tp)
+	}
+
+	vi := got[listener.VirtualInbound]
+	if vi.GetAddress().GetSocketAddress().GetPortValue() != 15006 || !vi.GetUseOriginalDst().GetValue() ||
+		vi.GetListenerFilters()[0].GetName() != wellknown.OriginalDestination {
+		t.Errorf("virtualInbound %v", vi)
+	}
+	var inbound *listenerv3.FilterChain
+	for _, fc := range vi.GetFilterChains() {
+		if fc.GetFilterChainMatch().GetDestinationPort().GetValue() == 9081 {
+			inbound = fc
+		}
+	}
+	if inbound == nil {
+		t.Fatalf("virtualInbound has no chain for target port 9081: %v", vi.GetFilterChains())
+	}
+	ih := hcm(t, inbound.GetFilters()[0])
+	if r := ih.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0]; r.GetRoute().GetCluster() != "inbound|9081||" {
+		t.Errorf("inbound route %v", r)
+	}
+	if tp := tcpProxy(t, vi.GetDefaultFilterChain().GetFilters()[0]); tp.GetCluster() != "InboundPassthroughCluster" {
+		t.Errorf("inbound default chain %v", tp)
+	}
+
+	http := got["0.0.0.0_9080"]
+	if http.GetBindToPort().GetValue() || http.GetBindToPort() == nil || http.GetTrafficDirection().String() != "OUTBOUND" {
+		t.Errorf("0.0.0.0_9080 bind_to_port %v direction %v", http.GetBindToPort(), http.GetTrafficDirection())
+	}
+	h := hcm(t, http.GetFilterChains()[0].GetFilters()[0])
+	if h.GetRds().GetRouteConfigName() != "9080" || h.GetRds().GetConfigSource().GetAds() == nil || h.GetStatPrefix() != "outbound_0.0.0.0_9080" {
+		t.Errorf("0.0.0.0_9080 hcm %v", h)
+	}
+	var router routerv3.Router
+	if hf := h.GetHttpFilters(); len(hf) != 1 || hf[0].GetName() != wellknown.Router || hf[0].GetTypedConfig().UnmarshalTo(&router) != nil {
+		t.Errorf("http filters %v", hf)
+	}
+
+	mysql := got["10.0.0.12_3306"]
+	if sa := mysql.GetAddress().GetSocketAddress(); sa.GetAddress() != nt.MySQLVIP || sa.GetPortValue() != 3306 {
+		t.Errorf("mysql address %v", sa)
+	}
+	if tp := tcpProxy(t, mysql.GetFilterChains()[0].GetFilters()[0]); tp.GetCluster() != "outbound|3306||"+nt.MySQLHost {
+		t.Errorf("mysql tcp_proxy %v", tp)
+	}
+	if tp := tcpProxy(t, got["0.0.0.0_27017"].GetFilterChains()[0].GetFilters()[0]); tp.GetCluster() != "outbound|27017||"+nt.MongoExtHost {
+		t.Errorf("mongo tcp_proxy %v", tp)
+	}
+	for name, l := range got {
+		if name != listener.VirtualInbound && name != listener.VirtualOutbound && (l.GetBindToPort() == nil || l.GetBindToPort().GetValue()) {
+			t.Errorf("%s binds to its port", name)
+		}
+	}
+}
+
+func TestRegistryOnlyAndConflicts(t *testing.T) {
+	in := nt.Standard()
+	in.Mesh = &meshconfig.MeshConfig{OutboundTrafficPolicy: &meshconfig.MeshConfig_OutboundTrafficPolicy{Mode: meshconfig.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY}}
+	// A VIP-less TCP service on the HTTP port 9080 and two on 27017.
+	in.Services = append(in.Services,
+		&model.Service{Hostname: "a.example.com", Namespace: "default", Resolution: model.DNSLB,
+			Ports: []model.Port{{Name: "tcp", Port: 9080, Protocol: model.ProtocolTCP}}},
+		&model.Service{Hostname: "z.example.com", Namespace: "default", Resolution: model.DNSLB,
+			Ports: []model.Port{{Name: "tcp", Port: 27017, Protocol: model.ProtocolTCP}}},
+	)
+	got := build(t, in, nt.Proxy("10.9.9.9", "client", "default", nil))
+	vo := got[listener.VirtualOutbound]
+	catchAll := vo.GetFilterChains()[len(vo.GetFilterChains())-1]
+	if tp := tcpProxy(t, catchAll.GetFilters()[0]); tp.GetCluster() != "BlackHoleCluster" {
+		t.Errorf("REGISTRY_ONLY catch-all %v", tp)
+	}
+	if got["0.0.0.0_9080"].GetFilterChains()[0].GetFilters()[0].GetName() != wellknown.HTTPConnectionManager {
+		t.Errorf("HTTP listener lost port 9080 to a TCP service")
+	}
+	if tp := tcpProxy(t, got["0.0.0.0_27017"].GetFilterChains()[0].GetFilters()[0]); tp.GetCluster() != "outbound|27017||"+nt.MongoExtHost {
+		t.Errorf("0.0.0.0_27017 went to %s, want the first service by hostname", tp.GetCluster())
+	}
+	if vi := got[listener.VirtualInbound]; len(vi.GetFilterChains()) != 1 {
+		t.Errorf("non-endpoint proxy has inbound chains %v", vi.GetFilterChains())
+	}
+}
+
+func TestGenerator(t *testing.T) {
+	res, err := listener.Generator{}.Generate(nt.Proxy(nt.StandardProxy, "r", "default", nil), nt.Standard().PushContext(),
+		&model.WatchedResource{TypeURL: model.ListenerType, Wildcard: true}, &model.PushRequest{Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 7 {
+		t.Errorf("got %d listeners, want 7", len(res))
+	}
+	for _, r := range res {
+		var l listenerv3.Listener
+		if err := r.GetResource().UnmarshalTo(&l); err != nil || l.GetName() != r.GetName() {
+			t.Fatalf("%s: %v", r.GetName(), err)
+		}
+		nt.ValidateRecursively(t, &l)
+	}
+}
+
+func TestInboundTCP(t *testing.T) {
+	got := build(t, nt.Standard(), nt.Proxy("10.2.0.1", "mysql-0", "db", map[string]string{"app": "mysql"}))
+	var chain *listenerv3.FilterChain
+	for _, fc := range got[listener.VirtualInbound].GetFilterChains() {
+		if fc.GetFilterChainMatch().GetDestinationPort().GetValue() == 3306 {
+			chain = fc
+		}
+	}
+	if chain == nil {
+		t.Fatalf("no inbound chain for 3306")
+	}
+	if tp := tcpProxy(t, chain.GetFilters()[0]); tp.GetCluster() != "inbound|3306||" || tp.GetStatPrefix() != "inbound|3306||" {
+		t.Errorf("inbound tcp_proxy %v", tp)
+	}
+}

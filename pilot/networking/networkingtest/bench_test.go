@@ -1,0 +1,71 @@
+package networkingtest_test
+
+import (
+	"fmt"
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/endpoint"
+	"github.com/meshpilot/meshpilot/pilot/networking/listener"
+	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+	"github.com/meshpilot/meshpilot/pilot/networking/route"
+)
+
+// benchGenerator runs gen for ScaleProxy over Scale(n) for n = 100 and 1000,
+// including marshalling every resource to an Any. watched builds the
+// subscription from the push context (outside the timer).
+func benchGenerator(b *testing.B, gen model.Generator, watched func(*testing.B, *model.PushContext) *model.WatchedResource) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			push := nt.Scale(n).PushContext()
+			proxy := nt.ScaleProxy()
+			w := watched(b, push)
+			req := &model.PushRequest{Full: true}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := gen.Generate(proxy, push, w, req)
+				if err != nil || len(res) == 0 {
+					b.Fatalf("generate: %d resources, %v", len(res), err)
+				}
+			}
+		})
+	}
+}
+
+func wildcard(typeURL string) func(*testing.B, *model.PushContext) *model.WatchedResource {
+	return func(*testing.B, *model.PushContext) *model.WatchedResource {
+		return &model.WatchedResource{TypeURL: typeURL, Wildcard: true}
+	}
+}
+
+func BenchmarkCDS(b *testing.B) { benchGenerator(b, cluster.Generator{}, wildcard(model.ClusterType)) }
+
+func BenchmarkLDS(b *testing.B) {
+	benchGenerator(b, listener.Generator{}, wildcard(model.ListenerType))
+}
+
+func BenchmarkEDS(b *testing.B) {
+	benchGenerator(b, endpoint.Generator{}, func(b *testing.B, push *model.PushContext) *model.WatchedResource {
+		clusters, err := cluster.Build(nt.ScaleProxy(), push)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var names []string
+		for _, c := range clusters {
+			if c.GetType() == clusterv3.Cluster_EDS {
+				names = append(names, c.GetName())
+			}
+		}
+		return watch(model.EndpointType, names)
+	})
+}
+
+func BenchmarkRDS(b *testing.B) {
+	benchGenerator(b, route.Generator{}, func(*testing.B, *model.PushContext) *model.WatchedResource {
+		return watch(model.RouteType, []string{"8080"})
+	})
+}

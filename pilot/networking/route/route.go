@@ -1,0 +1,135 @@
+// Package route builds the HTTP route configurations (RDS) of a sidecar.
+package route
+
+import (
+	"log/slog"
+	"strconv"
+	"strings"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+)
+
+// Names of the catch-all virtual hosts and of the default route, as in Istio.
+const (
+	AllowAnyVirtualHost = "allow_any"
+	BlockAllVirtualHost = "block_all"
+	DefaultRouteName    = "default"
+)
+
+// BuildRouteConfiguration returns the route configuration name (a port
+// number, "9080") for proxy: one virtual host per visible HTTP service with
+// that port, then the catch-all host. A name that is not a port with HTTP
+// services gives an empty configuration of that name. A VirtualService that
+// cannot be translated is logged and its host gets the default route.
+func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name string, log *slog.Logger) *routev3.RouteConfiguration {
+	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: wrapperspb.Bool(false)}
+	p, err := strconv.ParseUint(name, 10, 32)
+	if err != nil || p == 0 {
+		return rc
+	}
+	port := uint32(p)
+	used := map[string]bool{}
+	for _, svc := range push.ServicesFor(proxy) {
+		sp, ok := svc.PortByNumber(port)
+		if !ok || !sp.Protocol.IsHTTP() {
+			continue
+		}
+		var domains []string
+		for _, d := range Domains(svc, port, proxy.ConfigNamespace(), push.DomainSuffix) {
+			if !used[d] {
+				used[d] = true
+				domains = append(domains, d)
+			}
+		}
+		if len(domains) == 0 {
+			log.Debug("virtual host shadowed: every domain is taken", "route", name, "host", svc.Hostname)
+			continue
+		}
+		rc.VirtualHosts = append(rc.VirtualHosts, &routev3.VirtualHost{
+			Name:    svc.Hostname + ":" + strconv.FormatUint(p, 10),
+			Domains: domains,
+			Routes:  serviceRoutes(proxy, push, svc, port, log),
+		})
+	}
+	if len(rc.VirtualHosts) == 0 || used["*"] {
+		return rc
+	}
+	rc.VirtualHosts = append(rc.VirtualHosts, catchAll(cluster.AllowAny(push.Mesh)))
+	return rc
+}
+
+func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Service, port uint32, log *slog.Logger) []*routev3.Route {
+	if vss := push.VirtualServicesFor(proxy, svc.Hostname); len(vss) > 0 {
+		c := vss[0]
+		routes, err := BuildHTTPRoutesForProxy(c.Spec.(*networking.VirtualService), c.Namespace, port, push.DomainSuffix, proxy.Labels())
+		if err == nil {
+			return routes
+		}
+		log.Warn("virtual service not applied", "virtualservice", c.Namespace+"/"+c.Name, "host", svc.Hostname, "error", err)
+	}
+	return []*routev3.Route{DefaultRoute(cluster.BuildName(cluster.Outbound, "", svc.Hostname, port))}
+}
+
+// DefaultRoute sends every path to clusterName with no timeout: the route
+// of a service no VirtualService covers.
+func DefaultRoute(clusterName string) *routev3.Route {
+	return &routev3.Route{
+		Name:  DefaultRouteName,
+		Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: clusterName},
+			Timeout:          durationpb.New(0),
+		}},
+	}
+}
+
+// catchAll is the "*" host: pass through to the original destination
+// (ALLOW_ANY) or answer 502 (REGISTRY_ONLY), as Istio does.
+func catchAll(allowAny bool) *routev3.VirtualHost {
+	match := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+	if !allowAny {
+		return &routev3.VirtualHost{Name: BlockAllVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{{
+			Name: BlockAllVirtualHost, Match: match,
+			Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 502}},
+		}}}
+	}
+	return &routev3.VirtualHost{Name: AllowAnyVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{{
+		Name: AllowAnyVirtualHost, Match: match,
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster.Passthrough},
+			Timeout:          durationpb.New(0),
+		}},
+	}}}
+}
+
+// Domains returns the Host header values a sidecar in proxyNS routes to svc
+// on port, as Istio generates them: FQDN and FQDN:PORT; for Kubernetes-style
+// hosts NAME.NS.svc.DOMAIN also NAME.NS, NAME.NS.svc (each with :PORT) and,
+// from the service's own namespace, NAME and NAME:PORT; the VIP and VIP:PORT.
+func Domains(svc *model.Service, port uint32, proxyNS, domainSuffix string) []string {
+	ps := ":" + strconv.FormatUint(uint64(port), 10)
+	out := []string{svc.Hostname, svc.Hostname + ps}
+	if nameNS, ok := strings.CutSuffix(svc.Hostname, ".svc."+domainSuffix); ok && domainSuffix != "" {
+		if name, ns, ok := strings.Cut(nameNS, "."); ok && !strings.Contains(ns, ".") {
+			if ns == proxyNS {
+				out = append(out, name, name+ps)
+			}
+			out = append(out, nameNS, nameNS+ps, nameNS+".svc", nameNS+".svc"+ps)
+		}
+	}
+	if svc.HasAddress() {
+		vip := svc.Address
+		if strings.Contains(vip, ":") {
+			out = append(out, "["+vip+"]", "["+vip+"]"+ps)
+		} else {
+			out = append(out, vip, vip+ps)
+		}
+	}
+	return out
+}
