@@ -1,0 +1,255 @@
+// Package adsc is an ADS client that subscribes the way Envoy does: CDS and
+// LDS as wildcards, then EDS for the EDS clusters CDS named and RDS for the
+// route configs LDS named, ACKing every response. Tests and pilot-load use it
+// to stand in for real proxies, in SotW or Delta mode.
+package adsc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// Config says who the client is and how it talks.
+type Config struct {
+	Node  *corev3.Node
+	Delta bool
+	// Types to subscribe, in Envoy's order; default CDS, EDS, LDS, RDS.
+	Types []string
+	// NACK, when set, is asked about every response; a non-nil error NACKs it.
+	NACK func(typeURL string, resources map[string]*anypb.Any) error
+}
+
+// Client is one simulated proxy on one ADS stream.
+type Client struct {
+	cfg Config
+
+	mu        sync.Mutex
+	resources map[string]map[string]*anypb.Any // type → name → resource
+	versions  map[string]string                // type → last version_info (SotW)
+	nonces    map[string]string                // type → last nonce received
+	responses map[string]int                   // type → responses received
+	nacks     map[string]int
+	bytes     int64
+	changed   chan struct{} // closed and replaced on every change
+}
+
+// New returns a client; Run starts it.
+func New(cfg Config) *Client {
+	if len(cfg.Types) == 0 {
+		cfg.Types = []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType}
+	}
+	return &Client{
+		cfg:       cfg,
+		resources: map[string]map[string]*anypb.Any{},
+		versions:  map[string]string{},
+		nonces:    map[string]string{},
+		responses: map[string]int{},
+		nacks:     map[string]int{},
+		changed:   make(chan struct{}),
+	}
+}
+
+// Run opens one ADS stream on conn and serves it until ctx is done (nil) or
+// the stream fails (the error).
+func (c *Client) Run(ctx context.Context, conn grpc.ClientConnInterface) error {
+	ads := discovery.NewAggregatedDiscoveryServiceClient(conn)
+	var err error
+	if c.cfg.Delta {
+		err = c.runDelta(ctx, ads)
+	} else {
+		err = c.runSotW(ctx, ads)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func (c *Client) wants(typeURL string) bool { return slices.Contains(c.cfg.Types, typeURL) }
+
+// store records a response's resources (replace for SotW; merge for Delta)
+// and returns the names of dependent resources to subscribe next.
+func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, removed []string, size int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if replace || c.resources[typeURL] == nil {
+		c.resources[typeURL] = map[string]*anypb.Any{}
+	}
+	for n, r := range add {
+		c.resources[typeURL][n] = r
+	}
+	for _, n := range removed {
+		delete(c.resources[typeURL], n)
+	}
+	c.responses[typeURL]++
+	c.bytes += int64(size)
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (c *Client) recordNACK(typeURL string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nacks[typeURL]++
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// dependents returns the EDS names CDS asked for and the RDS names LDS asked for.
+func (c *Client) dependents(typeURL string) (string, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	switch typeURL {
+	case model.ClusterType:
+		for name, a := range c.resources[typeURL] {
+			cl := &clusterv3.Cluster{}
+			if a.UnmarshalTo(cl) != nil || cl.GetType() != clusterv3.Cluster_EDS {
+				continue
+			}
+			if sn := cl.GetEdsClusterConfig().GetServiceName(); sn != "" {
+				name = sn
+			}
+			out = append(out, name)
+		}
+		sort.Strings(out)
+		return model.EndpointType, out
+	case model.ListenerType:
+		seen := map[string]bool{}
+		for _, a := range c.resources[typeURL] {
+			l := &listenerv3.Listener{}
+			if a.UnmarshalTo(l) != nil {
+				continue
+			}
+			for _, rds := range routeNames(l) {
+				if !seen[rds] {
+					seen[rds] = true
+					out = append(out, rds)
+				}
+			}
+		}
+		sort.Strings(out)
+		return model.RouteType, out
+	}
+	return "", nil
+}
+
+func routeNames(l *listenerv3.Listener) []string {
+	var out []string
+	hcmName := func(a *anypb.Any) {
+		h := &hcmv3.HttpConnectionManager{}
+		if a.UnmarshalTo(h) == nil && h.GetRds().GetRouteConfigName() != "" {
+			out = append(out, h.GetRds().GetRouteConfigName())
+		}
+	}
+	if api := l.GetApiListener().GetApiListener(); api != nil {
+		hcmName(api)
+	}
+	chains := append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain())
+	for _, fc := range chains {
+		for _, f := range fc.GetFilters() {
+			if tc := f.GetTypedConfig(); tc != nil {
+				hcmName(tc)
+			}
+		}
+	}
+	return out
+}
+
+// Resources returns a copy of the resources of typeURL, by name.
+func (c *Client) Resources(typeURL string) map[string]*anypb.Any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]*anypb.Any, len(c.resources[typeURL]))
+	for k, v := range c.resources[typeURL] {
+		out[k] = v
+	}
+	return out
+}
+
+// Decoded unmarshals every resource of typeURL into fresh messages of the
+// right type, keyed by name.
+func (c *Client) Decoded(typeURL string) (map[string]proto.Message, error) {
+	out := map[string]proto.Message{}
+	for name, a := range c.Resources(typeURL) {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", model.ShortType(typeURL), name, err)
+		}
+		out[name] = m
+	}
+	return out, nil
+}
+
+// Stats are counters of what the client received.
+type Stats struct {
+	Responses map[string]int
+	NACKs     map[string]int
+	Bytes     int64
+}
+
+// Stats returns what the client received so far.
+func (c *Client) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Stats{Responses: map[string]int{}, NACKs: map[string]int{}, Bytes: c.bytes}
+	for k, v := range c.responses {
+		s.Responses[k] = v
+	}
+	for k, v := range c.nacks {
+		s.NACKs[k] = v
+	}
+	return s
+}
+
+// WaitFor blocks until cond holds for the client or ctx ends.
+func (c *Client) WaitFor(ctx context.Context, cond func(c *Client) bool) error {
+	for {
+		c.mu.Lock()
+		ch := c.changed
+		c.mu.Unlock()
+		if cond(c) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for xDS state: %w", ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// HasAll reports whether every type the client subscribes has had a response.
+func (c *Client) HasAll() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.cfg.Types {
+		if c.responses[t] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func streamEnded(err error) error {
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("stream closed by server")
+	}
+	return err
+}

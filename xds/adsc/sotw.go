@@ -1,0 +1,115 @@
+package adsc
+
+import (
+	"context"
+	"slices"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient) error {
+	stream, err := ads.StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	subscribed := map[string][]string{}
+	first := true
+	send := func(req *discovery.DiscoveryRequest) error {
+		if first {
+			req.Node = c.cfg.Node
+			first = false
+		}
+		return stream.Send(req)
+	}
+	// Envoy opens with the wildcard types; dependent types follow their parents.
+	for _, t := range []string{model.ClusterType, model.ListenerType} {
+		if c.wants(t) {
+			if err := send(&discovery.DiscoveryRequest{TypeUrl: t}); err != nil {
+				return err
+			}
+		}
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return streamEnded(err)
+		}
+		t := resp.GetTypeUrl()
+		c.setNonce(t, resp.GetNonce())
+		got := make(map[string]*anypb.Any, len(resp.GetResources()))
+		for _, a := range resp.GetResources() {
+			got[resourceName(a)] = a
+		}
+		ack := &discovery.DiscoveryRequest{TypeUrl: t, ResponseNonce: resp.GetNonce(), ResourceNames: subscribed[t]}
+		if c.cfg.NACK != nil {
+			if nerr := c.cfg.NACK(t, got); nerr != nil {
+				c.recordNACK(t)
+				c.mu.Lock()
+				ack.VersionInfo = c.versions[t]
+				c.mu.Unlock()
+				ack.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: nerr.Error()}
+				if err := send(ack); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		c.store(t, true, got, nil, proto.Size(resp))
+		c.mu.Lock()
+		c.versions[t] = resp.GetVersionInfo()
+		c.mu.Unlock()
+		ack.VersionInfo = resp.GetVersionInfo()
+		if err := send(ack); err != nil {
+			return err
+		}
+		if dep, names := c.dependents(t); dep != "" && c.wants(dep) {
+			// Like Envoy, ask for nothing until there is something to ask for:
+			// an empty SotW subscription would read as a wildcard.
+			if _, asked := subscribed[dep]; (asked || len(names) > 0) && (!asked || !slices.Equal(subscribed[dep], names)) {
+				subscribed[dep] = names
+				if err := send(&discovery.DiscoveryRequest{TypeUrl: dep, ResourceNames: names, VersionInfo: c.version(dep), ResponseNonce: c.nonceFor(dep)}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+func (c *Client) version(t string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.versions[t]
+}
+
+func (c *Client) setNonce(t, nonce string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nonces[t] = nonce
+}
+
+func (c *Client) nonceFor(t string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nonces[t]
+}
+
+// resourceName reads the name of an xDS resource.
+func resourceName(a *anypb.Any) string {
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		return ""
+	}
+	switch r := m.(type) {
+	case interface{ GetClusterName() string }:
+		return r.GetClusterName()
+	case interface{ GetName() string }:
+		return r.GetName()
+	}
+	return ""
+}

@@ -1,0 +1,307 @@
+package xds
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// errNotReady is returned to streams opened before MarkReady.
+var errNotReady = status.Error(codes.Unavailable, "not ready: initial config not loaded")
+
+// errShutdown ends open streams when Run returns.
+var errShutdown = status.Error(codes.Unavailable, "server shutting down")
+
+// Connection is one ADS stream of one proxy. Its state is written only by the
+// stream's own goroutine, under mu so that pushes and debug handlers can read it.
+type Connection struct {
+	s           *DiscoveryServer
+	id          string
+	proxy       *model.Proxy
+	delta       bool
+	connectedAt time.Time
+	log         *slog.Logger
+
+	// pushes carries push requests from the push workers to the stream goroutine.
+	pushes chan pushEvent
+	// stopped is closed when the stream ends.
+	stopped chan struct{}
+	// queuedAt is when a push was first queued for c and not yet taken
+	// (unix nanoseconds, 0 when none), for pilot_proxy_queue_time.
+	queuedAt atomic.Int64
+
+	mu      sync.Mutex
+	watches map[string]*watchState
+}
+
+// pushEvent is one push handed to a connection; done closes when it was sent.
+type pushEvent struct {
+	req  *model.PushRequest
+	done chan struct{}
+}
+
+// watchState is the per-type protocol state of a connection.
+type watchState struct {
+	watched model.WatchedResource
+
+	nonceSent   string
+	versionSent string
+	sentAt      time.Time
+	// responses counts responses of this type; it suffixes SotW versions.
+	responses uint64
+
+	ackedNonce   string
+	ackedVersion string
+	ackedAt      time.Time
+
+	nackError string
+	nackAt    time.Time
+
+	// sent (Delta only) maps a resource name to the version last sent; ""
+	// means the client was told the resource does not exist.
+	sent map[string]string
+	// pendingRemoved (Delta only) are unsubscribed names to report removed.
+	pendingRemoved []string
+}
+
+func newWatch(typeURL string) *watchState {
+	return &watchState{watched: model.WatchedResource{TypeURL: typeURL, ResourceNames: map[string]struct{}{}}}
+}
+
+// accepting says why a new stream is refused, or nil.
+func (s *DiscoveryServer) accepting() error {
+	if !s.ready.Load() {
+		return errNotReady
+	}
+	select {
+	case <-s.stopped:
+		return errShutdown
+	default:
+		return nil
+	}
+}
+
+// connect parses the first request's node and registers a new connection.
+func (s *DiscoveryServer) connect(node *corev3.Node, delta bool) (*Connection, error) {
+	proxy, err := model.ParseProxy(node)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "first request: %v", err)
+	}
+	id := fmt.Sprintf("%s.%s-%d", proxy.PodName, proxy.Namespace, s.connSeq.Add(1))
+	c := &Connection{
+		s:           s,
+		id:          id,
+		proxy:       proxy,
+		delta:       delta,
+		connectedAt: time.Now(),
+		log:         s.log.With("conn", id),
+		pushes:      make(chan pushEvent),
+		stopped:     make(chan struct{}),
+		watches:     map[string]*watchState{},
+	}
+	s.addConnection(c)
+	c.log.Info("proxy connected", "node", proxy.ID, "delta", delta, "version", proxy.Metadata.IstioVersion)
+	return c, nil
+}
+
+// disconnect unregisters c and releases any push worker waiting on it.
+func (s *DiscoveryServer) disconnect(c *Connection) {
+	close(c.stopped)
+	s.removeConnection(c)
+	c.log.Info("proxy disconnected")
+}
+
+// recoverStream turns a panic in a stream handler into an Internal error
+// for that stream only.
+func (s *DiscoveryServer) recoverStream(err *error) {
+	if r := recover(); r != nil {
+		s.log.Error("xDS stream panicked", "panic", r, "stack", string(debug.Stack()))
+		*err = status.Errorf(codes.Internal, "internal error: %v", r)
+	}
+}
+
+// streamEnd maps a Recv error to the stream's return value: a client
+// closing or cancelling its stream is not an error.
+func streamEnd(err error) error {
+	if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// receive reads requests from recv into reqs until recv fails, then reports
+// the error on errs. It exits when ctx (the stream's context) is done.
+func receive[T any](ctx context.Context, recv func() (T, error), reqs chan<- T, errs chan<- error) {
+	for {
+		req, err := recv()
+		if err != nil {
+			select {
+			case errs <- err:
+			case <-ctx.Done():
+			}
+			return
+		}
+		select {
+		case reqs <- req:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// deliver hands req to c's stream goroutine and waits until it was pushed,
+// the stream ended or ctx is done.
+func (c *Connection) deliver(ctx context.Context, req *model.PushRequest) {
+	ev := pushEvent{req: req, done: make(chan struct{})}
+	select {
+	case c.pushes <- ev:
+	case <-c.stopped:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-ev.done:
+	case <-c.stopped:
+	case <-ctx.Done():
+	}
+}
+
+// generator returns the generator of typeURL for this proxy, or nil.
+func (c *Connection) generator(typeURL string) model.Generator {
+	return c.s.gens.Generator(c.proxy, typeURL)
+}
+
+// versionLabel is the pilot_xds gauge label: the proxy's ISTIO_VERSION.
+func (c *Connection) versionLabel() string {
+	if v := c.proxy.Metadata.IstioVersion; v != "" {
+		return v
+	}
+	return "unknown"
+}
+
+// watchedTypes returns the watched type URLs in push order.
+func (c *Connection) watchedTypes() []string {
+	c.mu.Lock()
+	types := make([]string, 0, len(c.watches))
+	for t := range c.watches {
+		types = append(types, t)
+	}
+	c.mu.Unlock()
+	return orderTypes(types)
+}
+
+// watchesEndpointsOf reports whether an EDS-only req concerns c: c watches
+// EDS and one of its clusters ("outbound|PORT|SUBSET|HOST") names a changed
+// host. A request naming anything but endpoints concerns everyone.
+func (c *Connection) watchesEndpointsOf(req *model.PushRequest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.watches[model.EndpointType]
+	if ws == nil {
+		return false
+	}
+	if len(req.ConfigsUpdated) == 0 || ws.watched.Wildcard {
+		return true
+	}
+	hosts := map[string]bool{}
+	for k := range req.ConfigsUpdated {
+		if k.Kind != model.KindEndpoints {
+			return true
+		}
+		hosts[k.Name] = true
+	}
+	for name := range ws.watched.ResourceNames {
+		if i := strings.LastIndexByte(name, '|'); i >= 0 && hosts[name[i+1:]] {
+			return true
+		}
+		if hosts[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// proxyRequest is the PushRequest given to generators when a proxy asks.
+func proxyRequest(push *model.PushContext) *model.PushRequest {
+	return &model.PushRequest{
+		Full:   true,
+		Reason: map[model.TriggerReason]int{model.ReasonProxyRequest: 1},
+		Start:  time.Now(),
+		Push:   push,
+	}
+}
+
+// newNonce returns a fresh, unique response nonce.
+func newNonce() string { return rand.Text() }
+
+// recordNACK stores a rejection and counts it; mu must not be held.
+func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
+	c.mu.Lock()
+	ws.nackError, ws.nackAt = msg, time.Now()
+	c.mu.Unlock()
+	if m := c.s.metrics; m != nil {
+		m.RecordReject(model.ShortType(typeURL))
+	}
+	c.log.Warn("proxy rejected config (NACK)", "type", model.ShortType(typeURL), "nonce", nonce, "error", msg)
+}
+
+// recordACK stores an acceptance; mu must not be held.
+func (c *Connection) recordACK(ws *watchState, nonce, version string) {
+	c.mu.Lock()
+	ws.ackedNonce, ws.ackedVersion, ws.ackedAt = nonce, version, time.Now()
+	c.mu.Unlock()
+}
+
+// recordStale counts a request whose nonce is not the last one sent.
+func (c *Connection) recordStale(typeURL, nonce string) {
+	if m := c.s.metrics; m != nil {
+		m.ExpiredNonce.WithLabelValues(model.ShortType(typeURL)).Inc()
+	}
+	c.log.Debug("stale nonce ignored", "type", model.ShortType(typeURL), "nonce", nonce)
+}
+
+// recordSent updates the state and metrics after a response was sent.
+func (c *Connection) recordSent(ws *watchState, typeURL, nonce, version string, size int, start, sendStart time.Time) {
+	now := time.Now()
+	c.mu.Lock()
+	ws.nonceSent, ws.versionSent, ws.sentAt = nonce, version, now
+	c.mu.Unlock()
+	m := c.s.metrics
+	if m == nil {
+		return
+	}
+	short := model.ShortType(typeURL)
+	m.Pushes.WithLabelValues(short).Inc()
+	m.PushTime.WithLabelValues(short).Observe(now.Sub(start).Seconds())
+	m.SendTime.Observe(now.Sub(sendStart).Seconds())
+	m.ConfigSize.WithLabelValues(short).Observe(float64(size))
+}
+
+// countError counts a failed build or send as pilot_xds_pushes{type="<short>_<what>"}.
+func (c *Connection) countError(typeURL, what string) {
+	if m := c.s.metrics; m != nil {
+		m.Pushes.WithLabelValues(model.ShortType(typeURL) + "_" + what).Inc()
+	}
+}
+
+// observeConvergence records the time from the first change of req to now.
+func (c *Connection) observeConvergence(req *model.PushRequest) {
+	if m := c.s.metrics; m != nil && !req.Start.IsZero() {
+		m.ConvergenceTime.Observe(time.Since(req.Start).Seconds())
+	}
+}

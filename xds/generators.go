@@ -1,0 +1,58 @@
+package xds
+
+import (
+	"slices"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// GeneratorTable maps type URLs to generators for each kind of client. It is
+// resolved in one place, Generator; there is no fallback between tables.
+type GeneratorTable struct {
+	// Sidecar serves Envoy sidecars and routers: CDS, EDS, LDS, RDS (SDS later).
+	Sidecar map[string]model.Generator
+	// GRPC serves proxyless gRPC clients (node metadata GENERATOR=grpc).
+	GRPC map[string]model.Generator
+}
+
+// Generator returns the generator of typeURL for proxy, or nil when the
+// proxy's table has none.
+func (t GeneratorTable) Generator(proxy *model.Proxy, typeURL string) model.Generator {
+	if proxy.IsGRPC() {
+		return t.GRPC[typeURL]
+	}
+	return t.Sidecar[typeURL]
+}
+
+// pushOrder is the order types are pushed in, so that clusters and their
+// endpoints arrive before the listeners and routes that use them.
+var pushOrder = []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType}
+
+// orderTypes sorts type URLs in push order: CDS, EDS, LDS, RDS, then the rest by name.
+func orderTypes(types []string) []string {
+	rank := func(t string) int {
+		if i := slices.Index(pushOrder, t); i >= 0 {
+			return i
+		}
+		return len(pushOrder)
+	}
+	slices.SortFunc(types, func(a, b string) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		if a < b {
+			return -1
+		}
+		if a > b {
+			return 1
+		}
+		return 0
+	})
+	return types
+}
+
+// isWildcardType reports whether an empty subscription means "everything":
+// true for CDS and LDS, as in the xDS protocol.
+func isWildcardType(typeURL string) bool {
+	return typeURL == model.ClusterType || typeURL == model.ListenerType
+}

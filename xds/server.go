@@ -1,0 +1,285 @@
+// Package xds is the ADS transport of the control plane: it accepts SotW and
+// Delta aggregated xDS streams, tracks each proxy's subscriptions, applies
+// the ACK/NACK and nonce rules, and pushes the output of content generators
+// (model.Generator, resolved per type URL from a GeneratorTable) whenever the
+// configuration changes. It knows nothing of resource content.
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/xds/debounce"
+	"github.com/meshpilot/meshpilot/xds/monitoring"
+	"github.com/meshpilot/meshpilot/xds/pushqueue"
+)
+
+// Defaults of Options, as Istio's PILOT_* settings.
+const (
+	DefaultDebounceAfter = 100 * time.Millisecond
+	DefaultDebounceMax   = 10 * time.Second
+	DefaultPushThrottle  = 100
+)
+
+// Options configure a DiscoveryServer. Zero durations and throttle take the defaults.
+type Options struct {
+	Log     *slog.Logger
+	Metrics *monitoring.Metrics
+	// DebounceAfter is PILOT_DEBOUNCE_AFTER: the quiet period before a push.
+	DebounceAfter time.Duration
+	// DebounceMax is PILOT_DEBOUNCE_MAX: the longest a change waits.
+	DebounceMax time.Duration
+	// EnableEDSDebounce is PILOT_ENABLE_EDS_DEBOUNCE: debounce EDS-only
+	// changes too. Istio's default is true; being a bool, the zero value is
+	// false, so start from DefaultOptions.
+	EnableEDSDebounce bool
+	// PushThrottle is PILOT_PUSH_THROTTLE: proxies pushed concurrently.
+	PushThrottle int
+}
+
+// DefaultOptions returns Istio's defaults (no logger or metrics).
+func DefaultOptions() Options {
+	return Options{
+		DebounceAfter: DefaultDebounceAfter, DebounceMax: DefaultDebounceMax,
+		EnableEDSDebounce: true, PushThrottle: DefaultPushThrottle,
+	}
+}
+
+// DiscoveryServer serves ADS (SotW and Delta) to proxies and pushes changes.
+type DiscoveryServer struct {
+	env     *model.Environment
+	gens    GeneratorTable
+	log     *slog.Logger
+	metrics *monitoring.Metrics
+	opts    Options
+
+	debouncer *debounce.Debouncer
+	queue     *pushqueue.Queue[*Connection]
+
+	ready   atomic.Bool
+	push    atomic.Pointer[model.PushContext]
+	pushSeq atomic.Uint64
+	// pushMu serialises PushContext builds (MarkReady and debounced pushes).
+	pushMu sync.Mutex
+
+	connSeq atomic.Uint64
+	connMu  sync.RWMutex
+	conns   map[string]*Connection
+
+	// stopped is closed when Run returns: open streams end.
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+// NewDiscoveryServer creates a server over env that serves what gens generate.
+// Call Register, start Run, then MarkReady once the initial config is loaded.
+func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Options) *DiscoveryServer {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.DebounceAfter <= 0 {
+		opts.DebounceAfter = DefaultDebounceAfter
+	}
+	if opts.DebounceMax <= 0 {
+		opts.DebounceMax = DefaultDebounceMax
+	}
+	if opts.PushThrottle <= 0 {
+		opts.PushThrottle = DefaultPushThrottle
+	}
+	s := &DiscoveryServer{
+		env:     env,
+		gens:    gens,
+		log:     opts.Log,
+		metrics: opts.Metrics,
+		opts:    opts,
+		queue:   pushqueue.New[*Connection](),
+		conns:   map[string]*Connection{},
+		stopped: make(chan struct{}),
+	}
+	s.debouncer = debounce.New(debounce.Options{
+		After: opts.DebounceAfter, Max: opts.DebounceMax, EDSDebounce: opts.EnableEDSDebounce,
+	}, s.pushRound, opts.Metrics, opts.Log.With("component", "debounce"))
+	return s
+}
+
+// adsServer adapts a DiscoveryServer to the generated gRPC service interface,
+// keeping the stream handlers off the DiscoveryServer's own API.
+type adsServer struct{ s *DiscoveryServer }
+
+func (a adsServer) StreamAggregatedResources(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	return a.s.streamSotW(stream)
+}
+
+func (a adsServer) DeltaAggregatedResources(stream grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
+	return a.s.streamDelta(stream)
+}
+
+// Register adds the ADS service (StreamAggregatedResources and
+// DeltaAggregatedResources) to g.
+func (s *DiscoveryServer) Register(g *grpc.Server) {
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, adsServer{s})
+}
+
+// Run runs the debouncer and PushThrottle push workers until ctx is done,
+// then ends open streams and returns once every goroutine it started has exited.
+func (s *DiscoveryServer) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.debouncer.Run(ctx) })
+	for range s.opts.PushThrottle {
+		wg.Go(func() { s.pushWorker(ctx) })
+	}
+	<-ctx.Done()
+	s.stopOnce.Do(func() { close(s.stopped) })
+	wg.Wait()
+	return nil
+}
+
+// ConfigUpdate hands a change to the debouncer: Full for a new PushContext,
+// or EDS-only (Full=false, ConfigsUpdated of KindEndpoints named by hostname).
+func (s *DiscoveryServer) ConfigUpdate(req *model.PushRequest) {
+	if req == nil {
+		return
+	}
+	if s.metrics != nil {
+		kind := "config"
+		if !req.Full {
+			kind = "eds"
+		}
+		s.metrics.InboundUpdates.WithLabelValues(kind).Inc()
+	}
+	s.debouncer.Enqueue(req)
+}
+
+// MarkReady builds the first PushContext synchronously and starts accepting streams.
+func (s *DiscoveryServer) MarkReady() {
+	s.pushMu.Lock()
+	defer s.pushMu.Unlock()
+	if s.ready.Load() {
+		return
+	}
+	s.buildPushContext(nil)
+	s.ready.Store(true)
+	s.log.Info("xDS server ready", "version", s.push.Load().Version)
+}
+
+// Ready reports whether MarkReady has been called.
+func (s *DiscoveryServer) Ready() bool { return s.ready.Load() }
+
+// PushContext returns the current snapshot (nil before MarkReady).
+func (s *DiscoveryServer) PushContext() *model.PushContext { return s.push.Load() }
+
+// PushSeq counts push rounds: it increments after a debounced request has
+// been turned into a snapshot (for full pushes) and enqueued for every
+// affected connection. Tests wait on it instead of sleeping.
+func (s *DiscoveryServer) PushSeq() uint64 { return s.pushSeq.Load() }
+
+// buildPushContext makes and stores a new snapshot; pushMu must be held.
+func (s *DiscoveryServer) buildPushContext(req *model.PushRequest) *model.PushContext {
+	start := time.Now()
+	pc := model.NewPushContext(s.env, s.push.Load(), req)
+	if s.metrics != nil {
+		s.metrics.PushContextInitTime.Observe(time.Since(start).Seconds())
+		s.metrics.Services.Set(float64(len(pc.Services())))
+	}
+	s.push.Store(pc)
+	return pc
+}
+
+// pushRound is the debouncer's output: rebuild the snapshot for full pushes
+// and enqueue the request for every connection it affects.
+func (s *DiscoveryServer) pushRound(in *model.PushRequest) {
+	s.pushMu.Lock()
+	defer s.pushMu.Unlock()
+	if !s.ready.Load() {
+		// MarkReady builds from the environment, which already holds this change.
+		s.log.Debug("push before ready dropped")
+		return
+	}
+	req := *in
+	if req.Full {
+		req.Push = s.buildPushContext(in)
+	} else {
+		req.Push = s.push.Load()
+	}
+	if req.Start.IsZero() {
+		req.Start = time.Now()
+	}
+	n := 0
+	for _, c := range s.connections() {
+		if !req.Full && !c.watchesEndpointsOf(&req) {
+			continue
+		}
+		c.queuedAt.CompareAndSwap(0, time.Now().UnixNano())
+		s.queue.Enqueue(c, &req)
+		n++
+	}
+	s.pushSeq.Add(1)
+	s.log.Debug("push round", "full", req.Full, "version", req.Push.Version, "proxies", n)
+}
+
+// pushWorker hands queued pushes to their connection's goroutine, one at a time.
+func (s *DiscoveryServer) pushWorker(ctx context.Context) {
+	for {
+		c, req, ok := s.queue.Dequeue(ctx)
+		if !ok {
+			return
+		}
+		if at := c.queuedAt.Swap(0); at != 0 && s.metrics != nil {
+			s.metrics.PushQueueTime.Observe(time.Since(time.Unix(0, at)).Seconds())
+		}
+		c.deliver(ctx, req)
+		s.queue.MarkDone(c)
+	}
+}
+
+// connections returns a snapshot of the connected proxies.
+func (s *DiscoveryServer) connections() []*Connection {
+	s.connMu.RLock()
+	defer s.connMu.RUnlock()
+	out := make([]*Connection, 0, len(s.conns))
+	for _, c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (s *DiscoveryServer) addConnection(c *Connection) {
+	s.connMu.Lock()
+	s.conns[c.id] = c
+	s.connMu.Unlock()
+	if s.metrics != nil {
+		s.metrics.XDSClients.WithLabelValues(c.versionLabel()).Inc()
+	}
+}
+
+func (s *DiscoveryServer) removeConnection(c *Connection) {
+	s.connMu.Lock()
+	delete(s.conns, c.id)
+	s.connMu.Unlock()
+	s.queue.Remove(c)
+	if s.metrics != nil {
+		s.metrics.XDSClients.WithLabelValues(c.versionLabel()).Dec()
+	}
+}
+
+// connection finds a connection by connection ID or node ID.
+func (s *DiscoveryServer) connection(id string) *Connection {
+	s.connMu.RLock()
+	defer s.connMu.RUnlock()
+	if c, ok := s.conns[id]; ok {
+		return c
+	}
+	for _, c := range s.conns {
+		if c.proxy.ID == id {
+			return c
+		}
+	}
+	return nil
+}

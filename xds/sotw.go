@@ -1,0 +1,200 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+type sotwStream = grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+
+// streamSotW serves one state-of-the-world ADS stream.
+//
+// Versions: version_info is "<PushContext.Version>/<n>", n counting this
+// connection's responses of the type, so every response has a new version
+// and the snapshot it came from is visible.
+func (s *DiscoveryServer) streamSotW(stream sotwStream) (err error) {
+	if err := s.accepting(); err != nil {
+		return err
+	}
+	defer s.recoverStream(&err)
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return streamEnd(err)
+	}
+	c, err := s.connect(first.GetNode(), false)
+	if err != nil {
+		s.log.Warn("xDS stream refused", "error", err)
+		return err
+	}
+	defer s.disconnect(c)
+
+	reqs := make(chan *discovery.DiscoveryRequest)
+	errs := make(chan error, 1)
+	go receive(ctx, stream.Recv, reqs, errs)
+
+	if err := c.handleSotW(stream, first); err != nil {
+		return err
+	}
+	for {
+		select {
+		case req := <-reqs:
+			if err := c.handleSotW(stream, req); err != nil {
+				return err
+			}
+		case ev := <-c.pushes:
+			err := c.pushSotW(stream, ev.req)
+			close(ev.done)
+			if err != nil {
+				return err
+			}
+		case err := <-errs:
+			return streamEnd(err)
+		case <-ctx.Done():
+			return nil
+		case <-s.stopped:
+			return errShutdown
+		}
+	}
+}
+
+// handleSotW applies one request: initial, stale, NACK or ACK.
+func (c *Connection) handleSotW(stream sotwStream, req *discovery.DiscoveryRequest) error {
+	typeURL := req.GetTypeUrl()
+	if typeURL == "" {
+		return status.Error(codes.InvalidArgument, "request: type_url: missing")
+	}
+	if c.generator(typeURL) == nil {
+		c.log.Warn("request for a type with no generator ignored", "type", typeURL)
+		return nil
+	}
+	nonce := req.GetResponseNonce()
+	c.mu.Lock()
+	ws := c.watches[typeURL]
+	switch {
+	case nonce == "":
+		// Initial request, or a reconnecting client: send the full current config.
+		if ws == nil {
+			ws = newWatch(typeURL)
+			c.watches[typeURL] = ws
+		}
+		setSotWNames(ws, req.GetResourceNames())
+		c.mu.Unlock()
+		push := c.s.PushContext()
+		return c.sendSotW(stream, typeURL, push, proxyRequest(push))
+	case ws == nil || nonce != ws.nonceSent:
+		c.mu.Unlock()
+		c.recordStale(typeURL, nonce)
+		return nil
+	case req.GetErrorDetail() != nil:
+		c.mu.Unlock()
+		c.recordNACK(ws, typeURL, nonce, req.GetErrorDetail().GetMessage())
+		return nil
+	}
+	changed := setSotWNames(ws, req.GetResourceNames())
+	c.mu.Unlock()
+	c.recordACK(ws, nonce, req.GetVersionInfo())
+	if !changed {
+		return nil
+	}
+	push := c.s.PushContext()
+	return c.sendSotW(stream, typeURL, push, proxyRequest(push))
+}
+
+// setSotWNames replaces the subscription of ws with names and reports
+// whether it changed. Empty names on CDS/LDS, or "*", mean wildcard.
+func setSotWNames(ws *watchState, names []string) bool {
+	wildcard := isWildcardType(ws.watched.TypeURL) && len(names) == 0
+	set := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		if n == "*" {
+			wildcard = true
+			continue
+		}
+		set[n] = struct{}{}
+	}
+	changed := wildcard != ws.watched.Wildcard || len(set) != len(ws.watched.ResourceNames)
+	if !changed {
+		for n := range set {
+			if _, ok := ws.watched.ResourceNames[n]; !ok {
+				changed = true
+				break
+			}
+		}
+	}
+	ws.watched.Wildcard, ws.watched.ResourceNames = wildcard, set
+	return changed
+}
+
+// pushSotW pushes req to a SotW connection: EDS only for EDS-only requests.
+func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest) error {
+	for _, typeURL := range c.watchedTypes() {
+		if !req.Full && typeURL != model.EndpointType {
+			continue
+		}
+		if err := c.sendSotW(stream, typeURL, req.Push, req); err != nil {
+			return err
+		}
+	}
+	c.observeConvergence(req)
+	return nil
+}
+
+// sendSotW generates typeURL and sends it. A generator error is logged and
+// counted and nothing is sent; a send error ends the stream.
+func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest) error {
+	start := time.Now()
+	gen := c.generator(typeURL)
+	c.mu.Lock()
+	ws := c.watches[typeURL]
+	c.mu.Unlock()
+	if gen == nil || ws == nil || push == nil {
+		return nil
+	}
+	res, err := gen.Generate(c.proxy, push, &ws.watched, req)
+	if err != nil {
+		c.countError(typeURL, "builderr")
+		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), "error", err)
+		return nil
+	}
+	anys := make([]*anypb.Any, 0, len(res))
+	for _, r := range res {
+		if r.GetResource() != nil {
+			anys = append(anys, r.GetResource())
+		}
+	}
+	ws.responses++
+	resp := &discovery.DiscoveryResponse{
+		VersionInfo: fmt.Sprintf("%s/%d", push.Version, ws.responses),
+		Resources:   anys,
+		TypeUrl:     typeURL,
+		Nonce:       newNonce(),
+	}
+	sendStart := time.Now()
+	if err := stream.Send(resp); err != nil {
+		c.countError(typeURL, "senderr")
+		return fmt.Errorf("sending %s to %s: %w", model.ShortType(typeURL), c.id, err)
+	}
+	c.recordSent(ws, typeURL, resp.GetNonce(), resp.GetVersionInfo(), proto.Size(resp), start, sendStart)
+	return nil
+}
+
+// sortedNames returns the names of a set, sorted.
+func sortedNames(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
