@@ -10,7 +10,11 @@ import (
 // apply moves a config snapshot into the store and registries and asks for
 // the push it calls for: none when nothing changed, EDS-only when only
 // endpoints changed, full otherwise (scoped by the changed keys).
-func (s *Server) apply(snap *file.Snapshot) {
+func (s *Server) apply(snap *file.Snapshot) { s.applySnapshot(snap, true) }
+
+// applySnapshot is apply; push=false fills the store before the first
+// PushContext exists (MarkReady builds it from the same state).
+func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	start := time.Now()
@@ -23,6 +27,9 @@ func (s *Server) apply(snap *file.Snapshot) {
 		seChanges = s.seReg.Recompute()
 	}
 	req := pushRequestFor(changedConfigs, kubeChanges, seChanges)
+	if !push {
+		return
+	}
 	if req == nil {
 		s.log.Debug("config reload changed nothing", "files", snap.Files, "configErrors", len(snap.Errors))
 		return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	"sigs.k8s.io/yaml"
@@ -101,8 +102,11 @@ func LoadMeshConfig(path string) (*meshconfig.MeshConfig, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("mesh config %s: %w", path, err)
 	}
-	if err := (protojson.UnmarshalOptions{Merge: true}).Unmarshal(js, mesh); err != nil {
+	user := &meshconfig.MeshConfig{}
+	if err := protojson.Unmarshal(js, user); err != nil {
 		return nil, false, fmt.Errorf("mesh config %s: %w", path, err)
 	}
+	// Fields the file sets replace the defaults; the rest keep them.
+	proto.Merge(mesh, user)
 	return mesh, true, nil
 }

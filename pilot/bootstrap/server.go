@@ -143,7 +143,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		s.stop(httpSrv, monSrv)
 		return fmt.Errorf("initial config load: %w", err)
 	}
-	s.apply(snap)
+	s.applySnapshot(snap, false)
 	s.discovery.MarkReady()
 	s.log.Info("discovery ready",
 		"configs", len(snap.Configs), "services", len(s.env.ServiceDiscovery.Services()),
