@@ -1,0 +1,309 @@
+package file
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// Kinds of security.istio.io objects the loader accepts. The model has no
+// constants for them yet; consumers find them in Snapshot.Configs.
+const (
+	KindPeerAuthentication    model.Kind = "PeerAuthentication"
+	KindAuthorizationPolicy   model.Kind = "AuthorizationPolicy"
+	KindRequestAuthentication model.Kind = "RequestAuthentication"
+)
+
+const (
+	groupNetworking = "networking.istio.io"
+	groupSecurity   = "security.istio.io"
+	groupDiscovery  = "discovery.k8s.io"
+	defaultNS       = "default"
+)
+
+// istioKind describes how to decode and check one Istio kind.
+type istioKind struct {
+	versions []string
+	newSpec  func() proto.Message
+	validate func(spec proto.Message) []fieldError
+}
+
+// lookupIstioKind returns the Istio kind of group and kind.
+func lookupIstioKind(group, kind string) (istioKind, bool) {
+	netVersions := []string{"v1", "v1beta1", "v1alpha3"}
+	secVersions := []string{"v1", "v1beta1"}
+	if group == groupNetworking {
+		switch model.Kind(kind) {
+		case model.KindServiceEntry:
+			return istioKind{netVersions, func() proto.Message { return &networking.ServiceEntry{} }, validateServiceEntry}, true
+		case model.KindWorkloadEntry:
+			return istioKind{netVersions, func() proto.Message { return &networking.WorkloadEntry{} }, validateWorkloadEntry}, true
+		case model.KindVirtualService:
+			return istioKind{netVersions, func() proto.Message { return &networking.VirtualService{} }, validateVirtualService}, true
+		case model.KindDestinationRule:
+			return istioKind{netVersions, func() proto.Message { return &networking.DestinationRule{} }, validateDestinationRule}, true
+		case model.KindGateway:
+			return istioKind{netVersions, func() proto.Message { return &networking.Gateway{} }, validateGateway}, true
+		case model.KindSidecar:
+			return istioKind{netVersions, func() proto.Message { return &networking.Sidecar{} }, nil}, true
+		}
+	}
+	if group == groupSecurity {
+		switch model.Kind(kind) {
+		case KindPeerAuthentication:
+			return istioKind{secVersions, func() proto.Message { return &security.PeerAuthentication{} }, nil}, true
+		case KindAuthorizationPolicy:
+			return istioKind{secVersions, func() proto.Message { return &security.AuthorizationPolicy{} }, nil}, true
+		case KindRequestAuthentication:
+			return istioKind{secVersions, func() proto.Message { return &security.RequestAuthentication{} }, nil}, true
+		}
+	}
+	return istioKind{}, false
+}
+
+// newKubeObject returns an empty object for a Kubernetes kind the loader reads.
+func newKubeObject(apiVersion, kind string) (metav1.Object, bool) {
+	switch {
+	case apiVersion == "v1" && kind == "Service":
+		return &corev1.Service{}, true
+	case apiVersion == "v1" && kind == "Endpoints":
+		return &corev1.Endpoints{}, true
+	case apiVersion == "v1" && kind == "Pod":
+		return &corev1.Pod{}, true
+	case apiVersion == "v1" && kind == "Node":
+		return &corev1.Node{}, true
+	case apiVersion == groupDiscovery+"/v1" && kind == "EndpointSlice":
+		return &discoveryv1.EndpointSlice{}, true
+	}
+	return nil, false
+}
+
+// object is one good object of a directory: an Istio config or a Kubernetes object.
+type object struct {
+	kind, namespace, name string
+	// hash identifies the document's content.
+	hash   string
+	config *model.Config
+	kube   metav1.Object
+}
+
+// parsed is the outcome of reading one document.
+type parsed struct {
+	hdr     header
+	obj     *object
+	errs    []fieldError
+	ignored bool
+	empty   bool
+}
+
+func failed(h header, errs ...fieldError) parsed { return parsed{hdr: h, errs: errs} }
+
+// contentHash is the short hash used as ResourceVersion.
+func contentHash(doc []byte) string {
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:8])
+}
+
+// parseDoc decodes and checks one YAML document that starts at line
+// firstLine of its file.
+func parseDoc(doc []byte, firstLine int) parsed {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		msg := "invalid YAML: " + fileLines(oneLine(err.Error()), firstLine)
+		return failed(scanHeader(doc), fieldError{err: &cleanError{msg: msg, err: err}})
+	}
+	j = bytes.TrimSpace(j)
+	if bytes.Equal(j, []byte("null")) || len(j) == 0 {
+		return parsed{empty: true}
+	}
+	if j[0] != '{' {
+		return failed(scanHeader(doc), fieldError{err: fmt.Errorf("document is not a mapping")})
+	}
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(j, &meta); err != nil {
+		field, err := typeErrorField(j, err)
+		return failed(scanHeader(doc), fieldError{field: field, err: err})
+	}
+	h := header{apiVersion: meta.APIVersion, kind: meta.Kind, namespace: meta.Metadata.Namespace, name: meta.Metadata.Name}
+	switch {
+	case h.apiVersion == "":
+		return failed(h, fieldErr("apiVersion", "required"))
+	case h.kind == "":
+		return failed(h, fieldErr("kind", "required"))
+	}
+	group, version, ok := strings.Cut(h.apiVersion, "/")
+	if !ok {
+		group, version = "", h.apiVersion
+	}
+	if k, ok := lookupIstioKind(group, h.kind); ok {
+		if !contains(k.versions, version) {
+			return failed(h, fieldErr("apiVersion", "%s is not a supported version of %s (want one of %s)",
+				h.apiVersion, h.kind, strings.Join(k.versions, ", ")))
+		}
+		return decodeIstio(j, h, k)
+	}
+	if obj, ok := newKubeObject(h.apiVersion, h.kind); ok {
+		return decodeKube(j, h, obj)
+	}
+	return parsed{hdr: h, ignored: true}
+}
+
+// istioObject is the envelope of an Istio custom resource.
+type istioObject struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       json.RawMessage   `json:"spec"`
+	Status     json.RawMessage   `json:"status,omitempty"`
+}
+
+func decodeIstio(j []byte, h header, k istioKind) parsed {
+	var raw istioObject
+	if errs := decodeStrict(j, &raw); len(errs) > 0 {
+		return failed(h, errs...)
+	}
+	if raw.Metadata.Namespace == "" {
+		raw.Metadata.Namespace = defaultNS
+	}
+	h.namespace = raw.Metadata.Namespace
+	if raw.Metadata.Name == "" {
+		return failed(h, fieldErr("metadata.name", "required"))
+	}
+	spec := k.newSpec()
+	data := []byte(raw.Spec)
+	if len(bytes.TrimSpace(data)) == 0 || bytes.Equal(data, []byte("null")) {
+		data = []byte("{}")
+	}
+	data, err := normalizeDurations(data, spec.ProtoReflect().Descriptor())
+	if err != nil {
+		return failed(h, fieldErr("spec", "%w", err))
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(data, spec); err != nil {
+		field, err := protojsonFieldError(data, err)
+		return failed(h, fieldError{field: joinPath("spec", field), err: err})
+	}
+	if k.validate != nil {
+		if errs := k.validate(spec); len(errs) > 0 {
+			return failed(h, errs...)
+		}
+	}
+	cfg := &model.Config{
+		Meta: model.Meta{
+			Kind:              model.Kind(h.kind),
+			Name:              raw.Metadata.Name,
+			Namespace:         raw.Metadata.Namespace,
+			Labels:            raw.Metadata.Labels,
+			Annotations:       raw.Metadata.Annotations,
+			CreationTimestamp: raw.Metadata.CreationTimestamp.Time,
+		},
+		Spec: spec,
+	}
+	return parsed{hdr: h, obj: &object{kind: h.kind, namespace: cfg.Namespace, name: cfg.Name, config: cfg}}
+}
+
+func decodeKube(j []byte, h header, obj metav1.Object) parsed {
+	if errs := decodeStrict(j, obj); len(errs) > 0 {
+		return failed(h, errs...)
+	}
+	if _, node := obj.(*corev1.Node); !node && obj.GetNamespace() == "" {
+		obj.SetNamespace(defaultNS)
+	}
+	h.namespace = obj.GetNamespace()
+	if obj.GetName() == "" {
+		return failed(h, fieldErr("metadata.name", "required"))
+	}
+	if svc, ok := obj.(*corev1.Service); ok {
+		if errs := validateKubeService(svc); len(errs) > 0 {
+			return failed(h, errs...)
+		}
+	}
+	return parsed{hdr: h, obj: &object{kind: h.kind, namespace: obj.GetNamespace(), name: obj.GetName(), kube: obj}}
+}
+
+// decodeStrict decodes JSON into v the way the Kubernetes API server does:
+// case-sensitive, rejecting unknown and duplicate fields, each error naming
+// the field's path.
+func decodeStrict(j []byte, v any) []fieldError {
+	strict, err := kjson.UnmarshalStrict(j, v)
+	if err != nil {
+		// Decode again with the standard library to learn where the bad value is.
+		fresh := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if stdErr := json.Unmarshal(j, fresh); stdErr != nil {
+			if field, e := typeErrorField(j, stdErr); field != "" {
+				return []fieldError{{field: field, err: e}}
+			}
+		}
+		return []fieldError{{err: err}}
+	}
+	var out []fieldError
+	for _, e := range strict {
+		fe, ok := e.(kjson.FieldError)
+		if !ok {
+			out = append(out, fieldError{err: e})
+			continue
+		}
+		path := fe.FieldPath()
+		what, _, _ := strings.Cut(e.Error(), " \"")
+		name := path[strings.LastIndexAny(path, ".]")+1:]
+		out = append(out, fieldError{field: path, err: &cleanError{msg: fmt.Sprintf("%s %q", what, name), err: e}})
+	}
+	return out
+}
+
+// yamlLine matches the line numbers in YAML parser errors.
+var yamlLine = regexp.MustCompile(`\bline (\d+)`)
+
+// fileLines turns the document-relative line numbers of a YAML error into
+// line numbers of the file, whose document starts at firstLine.
+func fileLines(msg string, firstLine int) string {
+	return yamlLine.ReplaceAllStringFunc(msg, func(m string) string {
+		n, err := strconv.Atoi(strings.TrimPrefix(m, "line "))
+		if err != nil {
+			return m
+		}
+		return "line " + strconv.Itoa(n+firstLine-1)
+	})
+}
+
+// oneLine joins a multi-line message ("yaml: unmarshal errors:\n  line 5: ...").
+func oneLine(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, " ")
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
