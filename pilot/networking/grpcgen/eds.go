@@ -1,0 +1,108 @@
+package grpcgen
+
+import (
+	"net"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// EndpointGenerator builds a ClusterLoadAssignment per outbound cluster.
+type EndpointGenerator struct{}
+
+// Generate returns an assignment per requested cluster that exists (empty
+// when it has no endpoints), or per cluster of every visible service for a
+// wildcard watch.
+func (EndpointGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+	names, wildcard := requested(w)
+	if wildcard {
+		names = append(names, allClusterNames(proxy, push)...)
+	}
+	out := map[string]proto.Message{}
+	for _, n := range names {
+		if _, done := out[n]; done {
+			continue
+		}
+		if ct, ok := resolveCluster(proxy, push, n); ok {
+			out[n] = buildLoadAssignment(n, ct, push.Endpoints)
+		}
+	}
+	return marshalAll(model.EndpointType, out)
+}
+
+// buildLoadAssignment groups the cluster's endpoints by locality. Every
+// locality gets a weight (the sum of its endpoints' weights) because grpc-go
+// ignores localities without one. Duplicate addresses are dropped: grpc-go
+// rejects an assignment that lists an address twice.
+func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointIndex) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	if index == nil {
+		return cla
+	}
+	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	weights := map[string]uint32{}
+	seen := map[string]bool{}
+	for _, e := range index.Endpoints(ct.service.Hostname) {
+		if e.ServicePortName != ct.port.Name || !e.SubsetMatches(ct.labels) {
+			continue
+		}
+		addr := net.JoinHostPort(e.Address, itoa(e.Port))
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		loc := byLocality[e.Locality]
+		if loc == nil {
+			loc = &endpointv3.LocalityLbEndpoints{Locality: parseLocality(e.Locality)}
+			byLocality[e.Locality] = loc
+			cla.Endpoints = append(cla.Endpoints, loc)
+		}
+		weight := e.Weight
+		if weight == 0 {
+			weight = 1
+		}
+		health := corev3.HealthStatus_HEALTHY
+		if !e.Healthy {
+			health = corev3.HealthStatus_UNHEALTHY
+		}
+		loc.LbEndpoints = append(loc.LbEndpoints, &endpointv3.LbEndpoint{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: socketAddress(e.Address, e.Port),
+			}},
+			HealthStatus:        health,
+			LoadBalancingWeight: wrapperspb.UInt32(weight),
+		})
+		weights[e.Locality] += weight
+	}
+	for key, loc := range byLocality {
+		loc.LoadBalancingWeight = wrapperspb.UInt32(weights[key])
+	}
+	return cla
+}
+
+// parseLocality splits "region/zone/subzone"; grpc-go needs a locality
+// message even when all its fields are empty.
+func parseLocality(s string) *corev3.Locality {
+	parts := strings.SplitN(s, "/", 3)
+	l := &corev3.Locality{Region: parts[0]}
+	if len(parts) > 1 {
+		l.Zone = parts[1]
+	}
+	if len(parts) > 2 {
+		l.SubZone = parts[2]
+	}
+	return l
+}
+
+func socketAddress(host string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol:      corev3.SocketAddress_TCP,
+		Address:       host,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}

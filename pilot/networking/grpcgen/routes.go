@@ -1,0 +1,246 @@
+package grpcgen
+
+import (
+	"fmt"
+	"sort"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// grpcRetryOn is what a VirtualService retry means for gRPC when retryOn is unset.
+const grpcRetryOn = "unavailable"
+
+// routeContext is what translating one VirtualService for one target needs.
+type routeContext struct {
+	proxy *model.Proxy
+	push  *model.PushContext
+	// vsNamespace resolves short destination hosts.
+	vsNamespace string
+	target      target
+}
+
+// buildVSRoutes translates the HTTP routes of a VirtualService into routes
+// grpc-go accepts. Matches that do not apply to this proxy or port are
+// dropped; routes whose actions gRPC cannot perform (redirect, direct
+// response, delegate) or that match on query parameters are skipped.
+func buildVSRoutes(rc routeContext, vs *networking.VirtualService) ([]*routev3.Route, error) {
+	var out []*routev3.Route
+	for i, hr := range vs.GetHttp() {
+		if hr.GetRedirect() != nil || hr.GetDirectResponse() != nil || hr.GetDelegate() != nil || len(hr.GetRoute()) == 0 {
+			continue
+		}
+		action, err := buildRouteAction(rc, hr)
+		if err != nil {
+			return nil, fmt.Errorf("http[%d] (%q): %w", i, hr.GetName(), err)
+		}
+		if action == nil {
+			continue
+		}
+		if len(hr.GetMatch()) == 0 {
+			out = append(out, &routev3.Route{
+				Name:   hr.GetName(),
+				Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &routev3.Route_Route{Route: action},
+			})
+			continue
+		}
+		for j, m := range hr.GetMatch() {
+			if !matchApplies(rc, m) {
+				continue
+			}
+			match, err := buildRouteMatch(m)
+			if err != nil {
+				return nil, fmt.Errorf("http[%d] (%q).match[%d]: %w", i, hr.GetName(), j, err)
+			}
+			out = append(out, &routev3.Route{
+				Name:   routeName(hr.GetName(), m.GetName()),
+				Match:  match,
+				Action: &routev3.Route_Route{Route: action},
+			})
+		}
+	}
+	return out, nil
+}
+
+func routeName(route, match string) string {
+	if route != "" && match != "" {
+		return route + "." + match
+	}
+	return route + match
+}
+
+// matchApplies applies the match conditions that depend on the client, not
+// on the request: port, gateways, source labels and source namespace.
+func matchApplies(rc routeContext, m *networking.HTTPMatchRequest) bool {
+	if m.GetPort() != 0 && m.GetPort() != rc.target.port.Port {
+		return false
+	}
+	if gws := m.GetGateways(); len(gws) > 0 && !containsString(gws, "mesh") {
+		return false
+	}
+	if ns := m.GetSourceNamespace(); ns != "" && ns != rc.proxy.ConfigNamespace() {
+		return false
+	}
+	labels := rc.proxy.Labels()
+	for k, v := range m.GetSourceLabels() {
+		if labels[k] != v {
+			return false
+		}
+	}
+	// grpc-go ignores routes with query parameter matchers; do not emit them.
+	return len(m.GetQueryParams()) == 0
+}
+
+// buildRouteMatch translates uri, method, authority, headers and
+// withoutHeaders. A match without uri matches every path.
+func buildRouteMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
+	out := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+	switch u := m.GetUri().GetMatchType().(type) {
+	case *networking.StringMatch_Exact:
+		out.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
+	case *networking.StringMatch_Prefix:
+		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
+	case *networking.StringMatch_Regex:
+		if u.Regex == "" {
+			return nil, fmt.Errorf("uri.regex: empty")
+		}
+		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
+	}
+	if m.GetIgnoreUriCase() {
+		out.CaseSensitive = wrapperspb.Bool(false)
+	}
+	add := func(name string, sm *networking.StringMatch, invert bool) error {
+		h, err := buildHeaderMatcher(name, sm, invert)
+		if err != nil {
+			return err
+		}
+		out.Headers = append(out.Headers, h)
+		return nil
+	}
+	if m.GetMethod() != nil {
+		if err := add(":method", m.GetMethod(), false); err != nil {
+			return nil, fmt.Errorf("method: %w", err)
+		}
+	}
+	if m.GetAuthority() != nil {
+		if err := add(":authority", m.GetAuthority(), false); err != nil {
+			return nil, fmt.Errorf("authority: %w", err)
+		}
+	}
+	for _, name := range sortedKeys(m.GetHeaders()) {
+		if err := add(name, m.GetHeaders()[name], false); err != nil {
+			return nil, fmt.Errorf("headers[%q]: %w", name, err)
+		}
+	}
+	for _, name := range sortedKeys(m.GetWithoutHeaders()) {
+		if err := add(name, m.GetWithoutHeaders()[name], true); err != nil {
+			return nil, fmt.Errorf("withoutHeaders[%q]: %w", name, err)
+		}
+	}
+	return out, nil
+}
+
+// buildHeaderMatcher translates a StringMatch on a header; an empty match
+// means "present".
+func buildHeaderMatcher(name string, sm *networking.StringMatch, invert bool) (*routev3.HeaderMatcher, error) {
+	h := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
+	var str *matcherv3.StringMatcher
+	switch v := sm.GetMatchType().(type) {
+	case *networking.StringMatch_Exact:
+		str = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: v.Exact}}
+	case *networking.StringMatch_Prefix:
+		str = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: v.Prefix}}
+	case *networking.StringMatch_Regex:
+		if v.Regex == "" {
+			return nil, fmt.Errorf("regex: empty")
+		}
+		str = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: v.Regex}}}
+	default:
+		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+		return h, nil
+	}
+	// grpc-go rejects empty string matchers; Istio treats them as "present".
+	if str.GetExact() == "" && str.GetPrefix() == "" && str.GetSafeRegex() == nil {
+		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+		return h, nil
+	}
+	h.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: str}
+	return h, nil
+}
+
+// buildRouteAction picks the cluster or weighted clusters, timeout and
+// retries. It returns nil when no destination carries weight.
+func buildRouteAction(rc routeContext, hr *networking.HTTPRoute) (*routev3.RouteAction, error) {
+	action := &routev3.RouteAction{}
+	dests := hr.GetRoute()
+	if len(dests) == 1 {
+		action.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: destinationCluster(rc, dests[0].GetDestination())}
+	} else {
+		var wcs []*routev3.WeightedCluster_ClusterWeight
+		for i, d := range dests {
+			if d.GetWeight() < 0 {
+				return nil, fmt.Errorf("route[%d].weight: %d is negative", i, d.GetWeight())
+			}
+			if d.GetWeight() == 0 {
+				continue
+			}
+			wcs = append(wcs, &routev3.WeightedCluster_ClusterWeight{
+				Name:   destinationCluster(rc, d.GetDestination()),
+				Weight: wrapperspb.UInt32(uint32(d.GetWeight())),
+			})
+		}
+		if len(wcs) == 0 {
+			return nil, nil
+		}
+		action.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{Clusters: wcs}}
+	}
+	if t := hr.GetTimeout(); t != nil && t.AsDuration() > 0 {
+		action.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: t}
+	}
+	if r := hr.GetRetries(); r != nil && r.GetAttempts() > 0 {
+		on := r.GetRetryOn()
+		if on == "" {
+			on = grpcRetryOn
+		}
+		action.RetryPolicy = &routev3.RetryPolicy{RetryOn: on, NumRetries: wrapperspb.UInt32(uint32(r.GetAttempts()))}
+	}
+	return action, nil
+}
+
+// destinationCluster names the outbound cluster of a destination: the port
+// given, else the destination service's only port, else the target's port.
+func destinationCluster(rc routeContext, d *networking.Destination) string {
+	host := model.ResolveShortname(d.GetHost(), rc.vsNamespace, rc.push.DomainSuffix)
+	port := d.GetPort().GetNumber()
+	if port == 0 {
+		if svc := rc.push.ServiceByHost(host); svc != nil && len(svc.Ports) == 1 {
+			port = svc.Ports[0].Port
+		} else {
+			port = rc.target.port.Port
+		}
+	}
+	return clusterName(port, d.GetSubset(), host)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
