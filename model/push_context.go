@@ -18,13 +18,19 @@ type Environment struct {
 	ConfigStore      ConfigStore
 	Endpoints        *EndpointIndex
 	Mesh             *meshconfig.MeshConfig
+	// MeshSource, when set, is read instead of Mesh at each PushContext
+	// build (a watched mesh ConfigMap); see MeshConfig.
+	MeshSource func() *meshconfig.MeshConfig
 	// DomainSuffix is the cluster domain ("cluster.local").
 	DomainSuffix string
+	// Cache, when set, holds marshalled resources shared across proxies and
+	// pushes; PushContexts built from the environment hand it to generators.
+	Cache *XDSCache
 }
 
 // RootNamespace is the mesh's config root namespace (default istio-system).
 func (e *Environment) RootNamespace() string {
-	if ns := e.Mesh.GetRootNamespace(); ns != "" {
+	if ns := e.MeshConfig().GetRootNamespace(); ns != "" {
 		return ns
 	}
 	return "istio-system"
@@ -55,10 +61,20 @@ type PushContext struct {
 
 	// destinationRules[namespace][resolved host].
 	destinationRules map[string]map[string]*Config
-	drAll            []Config
+	// drWildcards[namespace] are the wildcard-host rules of the namespace,
+	// longest host first.
+	drWildcards map[string][]wildcardDR
+	drAll       []Config
 
 	gateways []Config
 	sidecars []Config
+
+	// cache is env.Cache; cacheEpoch its full epoch when pc was built.
+	cache      *XDSCache
+	cacheEpoch uint64
+	// vsSourceLabels is true when a VirtualService match uses sourceLabels,
+	// so routes may differ between proxies of one namespace.
+	vsSourceLabels bool
 }
 
 var pushVersion atomic.Uint64
@@ -70,24 +86,34 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	pc := &PushContext{
 		Version:       fmt.Sprintf("%s/%d", now.UTC().Format(time.RFC3339), pushVersion.Add(1)),
 		BuiltAt:       now,
-		Mesh:          env.Mesh,
+		Mesh:          env.MeshConfig(),
 		DomainSuffix:  env.DomainSuffix,
 		RootNamespace: env.RootNamespace(),
 		Endpoints:     env.Endpoints,
+		cache:         env.Cache,
+		cacheEpoch:    env.Cache.FullEpoch(),
 	}
 	reuse := prev != nil && req != nil && !(req.Full && len(req.ConfigsUpdated) == 0) && !req.Updated(KindMeshConfig)
-	if reuse && !req.Updated(KindService) && !req.Updated(KindServiceEntry) && !req.Updated(KindWorkloadEntry) {
+	switch {
+	case reuse && !req.Updated(KindService) && !req.Updated(KindServiceEntry) && !req.Updated(KindWorkloadEntry):
 		pc.services, pc.servicesByHost = prev.services, prev.servicesByHost
-	} else {
+	case reuse:
+		if changed, few := changedHostnames(req); few {
+			pc.patchServices(env, prev, changed)
+		} else {
+			pc.initServices(env)
+		}
+	default:
 		pc.initServices(env)
 	}
 	if reuse && !req.Updated(KindVirtualService) {
 		pc.virtualServices, pc.vsWildcard, pc.vsAll = prev.virtualServices, prev.vsWildcard, prev.vsAll
+		pc.vsSourceLabels = prev.vsSourceLabels
 	} else {
 		pc.initVirtualServices(env)
 	}
 	if reuse && !req.Updated(KindDestinationRule) {
-		pc.destinationRules, pc.drAll = prev.destinationRules, prev.drAll
+		pc.destinationRules, pc.drAll, pc.drWildcards = prev.destinationRules, prev.drAll, prev.drWildcards
 	} else {
 		pc.initDestinationRules(env)
 	}
@@ -123,11 +149,15 @@ func (pc *PushContext) initVirtualServices(env *Environment) {
 	pc.vsAll = env.ConfigStore.List(KindVirtualService)
 	pc.virtualServices = map[string][]*Config{}
 	pc.vsWildcard = nil
+	pc.vsSourceLabels = false
 	for i := range pc.vsAll {
 		c := &pc.vsAll[i]
 		vs, ok := c.Spec.(*networking.VirtualService)
 		if !ok {
 			continue
+		}
+		if usesSourceLabels(vs) {
+			pc.vsSourceLabels = true
 		}
 		for _, h := range vs.GetHosts() {
 			h = ResolveShortname(h, c.Namespace, pc.DomainSuffix)
@@ -160,6 +190,46 @@ func (pc *PushContext) initDestinationRules(env *Environment) {
 			byHost[h] = c
 		}
 	}
+	pc.drWildcards = map[string][]wildcardDR{}
+	for ns, byHost := range pc.destinationRules {
+		for h, c := range byHost {
+			if strings.HasPrefix(h, "*") {
+				pc.drWildcards[ns] = append(pc.drWildcards[ns], wildcardDR{host: h, cfg: c})
+			}
+		}
+	}
+	for _, list := range pc.drWildcards {
+		sort.Slice(list, func(i, j int) bool {
+			if len(list[i].host) != len(list[j].host) {
+				return len(list[i].host) > len(list[j].host)
+			}
+			return list[i].host < list[j].host
+		})
+	}
+}
+
+// wildcardDR is a DestinationRule whose host starts with "*".
+type wildcardDR struct {
+	host string
+	cfg  *Config
+}
+
+// XDSCache returns the resource cache generators share, or nil (no caching).
+func (pc *PushContext) XDSCache() *XDSCache { return pc.cache }
+
+// VirtualServicesUseSourceLabels reports whether some VirtualService matches
+// on sourceLabels: then routes depend on the proxy's labels.
+func (pc *PushContext) VirtualServicesUseSourceLabels() bool { return pc.vsSourceLabels }
+
+func usesSourceLabels(vs *networking.VirtualService) bool {
+	for _, h := range vs.GetHttp() {
+		for _, m := range h.GetMatch() {
+			if len(m.GetSourceLabels()) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Services returns every service, sorted by hostname.
@@ -217,26 +287,24 @@ func (pc *PushContext) Sidecars() []Config { return pc.sidecars }
 // namespace, then the root namespace. Within a namespace an exact host beats
 // the longest matching wildcard.
 func (pc *PushContext) DestinationRule(proxyNS string, svc *Service) *Config {
-	for _, ns := range []string{proxyNS, svc.Namespace, pc.RootNamespace} {
-		if c := lookupDR(pc.destinationRules[ns], svc.Hostname); c != nil && drVisible(c, proxyNS) {
+	for _, ns := range [3]string{proxyNS, svc.Namespace, pc.RootNamespace} {
+		if c := pc.lookupDR(ns, svc.Hostname); c != nil && drVisible(c, proxyNS) {
 			return c
 		}
 	}
 	return nil
 }
 
-func lookupDR(byHost map[string]*Config, hostname string) *Config {
-	if c := byHost[hostname]; c != nil {
+func (pc *PushContext) lookupDR(ns, hostname string) *Config {
+	if c := pc.destinationRules[ns][hostname]; c != nil {
 		return c
 	}
-	var best *Config
-	bestLen := -1
-	for h, c := range byHost {
-		if strings.HasPrefix(h, "*") && HostMatches(h, hostname) && len(h) > bestLen {
-			best, bestLen = c, len(h)
+	for _, w := range pc.drWildcards[ns] {
+		if HostMatches(w.host, hostname) {
+			return w.cfg
 		}
 	}
-	return best
+	return nil
 }
 
 func appliesToMesh(c *Config) bool {

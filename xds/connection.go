@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,9 +70,12 @@ type watchState struct {
 	nackError string
 	nackAt    time.Time
 
-	// sent (Delta only) maps a resource name to the version last sent; ""
-	// means the client was told the resource does not exist.
-	sent map[string]string
+	// sent (Delta only) maps a resource name to the version last sent, as
+	// a number (see versionNumber); 0 means the client was told the
+	// resource does not exist. Names are the generators' (cache-shared) strings.
+	sent map[string]uint64
+	// hostIndex caches hosts(); reset whenever the subscription changes.
+	hostIndex map[string]struct{}
 	// pendingRemoved (Delta only) are unsubscribed names to report removed.
 	pendingRemoved []string
 }
@@ -203,37 +205,6 @@ func (c *Connection) watchedTypes() []string {
 	}
 	c.mu.Unlock()
 	return orderTypes(types)
-}
-
-// watchesEndpointsOf reports whether an EDS-only req concerns c: c watches
-// EDS and one of its clusters ("outbound|PORT|SUBSET|HOST") names a changed
-// host. A request naming anything but endpoints concerns everyone.
-func (c *Connection) watchesEndpointsOf(req *model.PushRequest) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ws := c.watches[model.EndpointType]
-	if ws == nil {
-		return false
-	}
-	if len(req.ConfigsUpdated) == 0 || ws.watched.Wildcard {
-		return true
-	}
-	hosts := map[string]bool{}
-	for k := range req.ConfigsUpdated {
-		if k.Kind != model.KindEndpoints {
-			return true
-		}
-		hosts[k.Name] = true
-	}
-	for name := range ws.watched.ResourceNames {
-		if i := strings.LastIndexByte(name, '|'); i >= 0 && hosts[name[i+1:]] {
-			return true
-		}
-		if hosts[name] {
-			return true
-		}
-	}
-	return false
 }
 
 // proxyRequest is the PushRequest given to generators when a proxy asks.

@@ -1,17 +1,16 @@
 package xds
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/model"
 )
@@ -19,8 +18,9 @@ import (
 type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
 
 // streamDelta serves one incremental (Delta) ADS stream. Each resource's
-// version is the first 8 bytes (hex) of the sha256 of its marshalled Any, so
-// a reconnecting client's initial_resource_versions are compared by content.
+// version is model.ResourceVersion of its marshalled Any (the generators
+// and the resource cache compute it once per resource, not per proxy), so a
+// reconnecting client's initial_resource_versions are compared by content.
 func (s *DiscoveryServer) streamDelta(stream deltaStream) (err error) {
 	if err := s.accepting(); err != nil {
 		return err
@@ -84,10 +84,10 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 	first := ws == nil
 	if first {
 		ws = newWatch(typeURL)
-		ws.sent = map[string]string{}
+		ws.sent = map[string]uint64{}
 		ws.watched.Wildcard = isWildcardType(typeURL) && len(req.GetResourceNamesSubscribe()) == 0
 		for name, v := range req.GetInitialResourceVersions() {
-			ws.sent[name] = v
+			ws.sent[intern(name)] = versionNumber(v)
 		}
 		c.watches[typeURL] = ws
 	}
@@ -117,13 +117,14 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 // unsubscribed names are forgotten and reported in removed_resources.
 func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 	changed := false
+	ws.hostIndex = nil
 	for _, n := range sub {
 		changed = true
 		if n == "*" {
 			ws.watched.Wildcard = true
 			continue
 		}
-		ws.watched.ResourceNames[n] = struct{}{}
+		ws.watched.ResourceNames[intern(n)] = struct{}{}
 		delete(ws.sent, n)
 	}
 	for _, n := range unsub {
@@ -133,7 +134,7 @@ func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 			continue
 		}
 		delete(ws.watched.ResourceNames, n)
-		if v, ok := ws.sent[n]; ok && v != "" {
+		if v, ok := ws.sent[n]; ok && v != absent {
 			ws.pendingRemoved = append(ws.pendingRemoved, n)
 		}
 		delete(ws.sent, n)
@@ -144,7 +145,7 @@ func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 // pushDelta pushes req to a Delta connection: EDS only for EDS-only requests.
 func (c *Connection) pushDelta(stream deltaStream, req *model.PushRequest) error {
 	for _, typeURL := range c.watchedTypes() {
-		if !req.Full && typeURL != model.EndpointType {
+		if !c.typeAffected(typeURL, req) {
 			continue
 		}
 		if err := c.sendDelta(stream, typeURL, req.Push, req, false); err != nil {
@@ -155,10 +156,55 @@ func (c *Connection) pushDelta(stream deltaStream, req *model.PushRequest) error
 	return nil
 }
 
-// resourceVersion is a resource's Delta version: a hash of its marshalled bytes.
-func resourceVersion(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+// deltaRemovals returns the names in scope the client holds or subscribed
+// to that res lacks: held ones are removed, subscribed unknown ones are
+// reported absent. c.mu must be held.
+func deltaRemovals(ws *watchState, res model.Resources, inScope func(string) bool) []string {
+	generated := make(map[string]struct{}, len(res))
+	for _, r := range res {
+		if r.GetResource() != nil {
+			generated[r.GetName()] = struct{}{}
+		}
+	}
+	var removed []string
+	for name, v := range ws.sent {
+		if v == absent || !inScope(name) {
+			continue
+		}
+		if _, ok := generated[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	if !ws.watched.Wildcard {
+		for name := range ws.watched.ResourceNames {
+			if _, ok := generated[name]; ok || !inScope(name) {
+				continue
+			}
+			if _, known := ws.sent[name]; !known {
+				removed = append(removed, name)
+			}
+		}
+	}
+	return removed
+}
+
+// absent is the sent-version of a resource the client was told does not exist.
+const absent = 0
+
+// versionNumber turns a Delta version string into the number kept per
+// resource and connection: model.ResourceVersion strings are 16 hex digits;
+// anything else (a client's own version) is hashed. 0 is reserved for absent.
+func versionNumber(v string) uint64 {
+	n, err := strconv.ParseUint(v, 16, 64)
+	if err != nil || len(v) != 16 {
+		h := fnv.New64a()
+		h.Write([]byte(v))
+		n = h.Sum64()
+	}
+	if n == absent {
+		n = 1
+	}
+	return n
 }
 
 // sendDelta generates typeURL and sends what changed since the last response
@@ -174,43 +220,85 @@ func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.P
 	if gen == nil || ws == nil || push == nil {
 		return nil
 	}
-	res, err := gen.Generate(c.proxy, push, &ws.watched, req)
+	// A push confined to a few services regenerates and compares only
+	// their resources, when the generator can (see model.PartialGenerator)
+	// and the proxy serves none of them (its inbound config stays).
+	var hosts map[string]struct{}
+	var res model.Resources
+	var err error
+	if pg, ok := gen.(model.PartialGenerator); ok && !force {
+		if h, confined := req.ChangedServices(); confined && !servesAny(c.proxy, push, h) {
+			hosts = h
+			res, err = pg.GenerateServices(c.proxy, push, &ws.watched, hosts)
+		}
+	}
+	if hosts == nil {
+		res, err = gen.Generate(c.proxy, push, &ws.watched, req)
+	}
 	if err != nil {
 		c.countError(typeURL, "builderr")
 		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), "error", err)
 		return nil
 	}
+	inScope := func(name string) bool {
+		if hosts == nil {
+			return true
+		}
+		_, ok := hosts[model.ResourceHost(name)]
+		return ok
+	}
 
 	c.mu.Lock()
-	generated := make(map[string]string, len(res))
 	var changed []*discovery.Resource
+	var changedVersions []uint64
+	size := 0
+	// inSent counts generated names the client holds; inSub generated names
+	// it subscribed to. When they account for every name it holds and every
+	// name it subscribed to (in scope), nothing can have been removed and
+	// no per-push set of generated names is needed.
+	inSent, inSub := 0, 0
 	for _, r := range res {
 		if r.GetResource() == nil {
 			continue
 		}
-		v := resourceVersion(r.GetResource().GetValue())
-		generated[r.GetName()] = v
-		if ws.sent[r.GetName()] == v {
+		if r.GetVersion() == "" {
+			// A generator that does not version its resources: hash here.
+			r = &discovery.Resource{Name: r.GetName(), Version: model.ResourceVersion(r.GetResource().GetValue()), Resource: r.GetResource(), Aliases: r.GetAliases()}
+		}
+		if !ws.watched.Wildcard {
+			if _, ok := ws.watched.ResourceNames[r.GetName()]; ok {
+				inSub++
+			}
+		}
+		v := versionNumber(r.GetVersion())
+		old, held := ws.sent[r.GetName()]
+		if held && old != absent {
+			inSent++
+		}
+		if old == v {
 			continue
 		}
-		changed = append(changed, &discovery.Resource{Name: r.GetName(), Version: v, Resource: r.GetResource(), Aliases: r.GetAliases()})
+		// Resources are shared (cache): send them as they are.
+		changed = append(changed, r)
+		changedVersions = append(changedVersions, v)
+		size += len(r.GetResource().GetValue())
 	}
 	removed := ws.pendingRemoved
+	heldInScope, subInScope := 0, 0
 	for name, v := range ws.sent {
-		if _, ok := generated[name]; ok || v == "" {
-			continue
+		if v != absent && inScope(name) {
+			heldInScope++
 		}
-		removed = append(removed, name)
 	}
 	if !ws.watched.Wildcard {
 		for name := range ws.watched.ResourceNames {
-			if _, ok := generated[name]; ok {
-				continue
-			}
-			if _, known := ws.sent[name]; !known {
-				removed = append(removed, name)
+			if inScope(name) {
+				subInScope++
 			}
 		}
+	}
+	if heldInScope != inSent || (!ws.watched.Wildcard && subInScope != inSub) {
+		removed = append(removed, deltaRemovals(ws, res, inScope)...)
 	}
 	c.mu.Unlock()
 	if len(changed) == 0 && len(removed) == 0 && !force {
@@ -233,18 +321,18 @@ func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.P
 	}
 
 	c.mu.Lock()
-	for _, r := range changed {
-		ws.sent[r.GetName()] = r.GetVersion()
+	for i, r := range changed {
+		ws.sent[r.GetName()] = changedVersions[i]
 	}
 	for _, name := range removed {
 		if _, subscribed := ws.watched.ResourceNames[name]; subscribed && !ws.watched.Wildcard {
-			ws.sent[name] = "" // told absent; resent when it appears
+			ws.sent[name] = absent // told absent; resent when it appears
 		} else {
 			delete(ws.sent, name)
 		}
 	}
 	ws.pendingRemoved = nil
 	c.mu.Unlock()
-	c.recordSent(ws, typeURL, resp.GetNonce(), push.Version, proto.Size(resp), start, sendStart)
+	c.recordSent(ws, typeURL, resp.GetNonce(), push.Version, size, start, sendStart)
 	return nil
 }

@@ -196,9 +196,10 @@ func newHarness(t *testing.T, ready bool, opts ...harnessOpt) *harness {
 	}
 }
 
-// fullPush changes nothing itself: callers change the registry first.
+// fullPush changes nothing itself: callers change the registry first. It
+// is a full push with no keys (everything changed), which reaches everyone.
 func (h *harness) fullPush() {
-	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonServiceUpdate, model.ConfigKey{Kind: model.KindService, Name: "x", Namespace: "default"}))
+	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonServiceUpdate))
 }
 
 func testNode(pod string, md map[string]any) *corev3.Node {
@@ -295,6 +296,12 @@ func (h *harness) sotw() *sotwClient {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.t.Cleanup(cancel)
+	return h.sotwIn(ctx, cancel)
+}
+
+// sotwIn opens a SotW stream in ctx; cancel must end ctx.
+func (h *harness) sotwIn(ctx context.Context, cancel context.CancelFunc) *sotwClient {
+	h.t.Helper()
 	stream, err := h.ads.StreamAggregatedResources(ctx)
 	if err != nil {
 		h.t.Fatal(err)
@@ -372,6 +379,12 @@ func (h *harness) delta() *deltaClient {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.t.Cleanup(cancel)
+	return h.deltaIn(ctx, cancel)
+}
+
+// deltaIn opens a Delta stream in ctx; cancel must end ctx.
+func (h *harness) deltaIn(ctx context.Context, cancel context.CancelFunc) *deltaClient {
+	h.t.Helper()
 	stream, err := h.ads.DeltaAggregatedResources(ctx)
 	if err != nil {
 		h.t.Fatal(err)

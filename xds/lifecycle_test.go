@@ -1,6 +1,9 @@
 package xds
 
 import (
+	"context"
+	"errors"
+	"io"
 	"runtime"
 	"strings"
 	"testing"
@@ -13,50 +16,92 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 )
 
-func TestManyStreamsLeaveNoGoroutines(t *testing.T) {
-	h := newHarness(t, true)
-	// Warm the client connection so its goroutines are in the baseline.
-	warm, _ := initialCDS(h, "warm")
-	warm.cancel()
-	eventually(t, "warm-up connection gone", func() bool { return len(h.s.SyncStatus()) == 0 })
-	baseline := runtime.NumGoroutine()
+// liveHeap returns the live heap after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
 
-	// 200 streams, half SotW and half Delta, all connected at once.
-	const n = 100
-	clients := make([]*sotwClient, 0, n)
-	deltas := make([]*deltaClient, 0, n)
-	for i := range n {
-		c := h.sotw()
+// streamWave opens perWave SotW and perWave Delta streams at once, gets
+// their initial CDS and one push, closes them and waits until the server
+// dropped them.
+func streamWave(t *testing.T, h *harness, wave, perWave int) {
+	t.Helper()
+	// One context per wave (no per-stream test cleanups to skew the heap).
+	waveCtx, endWave := context.WithCancel(context.Background())
+	defer endWave()
+	open := func() (context.Context, context.CancelFunc) { return context.WithCancel(waveCtx) }
+	clients := make([]*sotwClient, 0, perWave)
+	deltas := make([]*deltaClient, 0, perWave)
+	for i := range perWave {
+		c := h.sotwIn(open())
 		c.send(&discovery.DiscoveryRequest{Node: testNode("p"+strings.Repeat("x", i%3), nil), TypeUrl: model.ClusterType})
 		clients = append(clients, c)
-		d := h.delta()
+		d := h.deltaIn(open())
 		d.send(&discovery.DeltaDiscoveryRequest{Node: testNode("d", nil), TypeUrl: model.ClusterType})
 		deltas = append(deltas, d)
 	}
-	for i := range n {
+	for i := range perWave {
 		clients[i].recvType(model.ClusterType)
 		deltas[i].recv(model.ClusterType)
 	}
-	if got := len(h.s.SyncStatus()); got != 2*n {
-		t.Fatalf("%d connections, want %d", got, 2*n)
+	if got := len(h.s.SyncStatus()); got != 2*perWave {
+		t.Fatalf("wave %d: %d connections, want %d", wave, got, 2*perWave)
 	}
-	h.reg.set(service("a", 80))
+	// Alternate between one and two services: every push changes something.
+	if wave%2 == 0 {
+		h.reg.set(service("a", 80))
+	} else {
+		h.reg.set(service("a", 80), service("b", 80))
+	}
 	h.fullPush()
-	for i := range n {
+	for i := range perWave {
 		clients[i].recvType(model.ClusterType)
-		if r := deltas[i].recv(model.ClusterType); len(r.GetRemovedResources()) != 1 {
-			t.Fatalf("delta push removed %v", r.GetRemovedResources())
+		r := deltas[i].recv(model.ClusterType)
+		if len(r.GetRemovedResources())+len(r.GetResources()) != 1 {
+			t.Fatalf("wave %d: delta push sent %v, removed %v", wave, deltaNames(r), r.GetRemovedResources())
 		}
 	}
-	for i := range n {
+	for i := range perWave {
 		clients[i].cancel()
 		deltas[i].cancel()
 	}
 	eventually(t, "connections gone", func() bool { return len(h.s.SyncStatus()) == 0 })
+}
+
+// TestManyStreamsLeaveNoGoroutines connects and disconnects 1,000 streams,
+// half SotW and half Delta, in waves of 250 open at once (each gets its
+// initial CDS and one push), and checks the goroutine count and the live
+// heap return to their baseline.
+func TestManyStreamsLeaveNoGoroutines(t *testing.T) {
+	h := newHarness(t, true)
+	const waves, perWave = 4, 125
+	// A warm-up wave puts the client connection's and server's goroutines,
+	// pools and grown maps into the baseline.
+	streamWave(t, h, 0, perWave)
+	baseline := runtime.NumGoroutine()
+	baseHeap := liveHeap()
+
+	for wave := 1; wave <= waves; wave++ {
+		streamWave(t, h, wave, perWave)
+	}
 	eventually(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline })
 	if got := value(t, h.metrics.XDSClients.WithLabelValues("1.31.1")); got != 0 {
 		t.Fatalf("pilot_xds = %v after all disconnected", got)
 	}
+	// 1 MiB is far below what 1,000 leaked connections would hold (each
+	// keeps goroutine stacks, gRPC stream state and watches: >10 MiB in all).
+	const margin = 1 << 20
+	heap := liveHeap()
+	for deadline := time.Now().Add(waitTimeout); heap > baseHeap+margin; heap = liveHeap() {
+		if time.Now().After(deadline) {
+			t.Fatalf("live heap %d KiB, baseline %d KiB: more than %d KiB left after 1,000 streams", heap>>10, baseHeap>>10, margin>>10)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("goroutines %d (baseline %d); live heap %d KiB (baseline %d KiB)", runtime.NumGoroutine(), baseline, heap>>10, baseHeap>>10)
 }
 
 func TestRunReturnsAndEndsStreamsWhenCancelled(t *testing.T) {
@@ -74,7 +119,11 @@ func TestRunReturnsAndEndsStreamsWhenCancelled(t *testing.T) {
 	eventually(t, "connection gone", func() bool { return len(h.s.SyncStatus()) == 0 })
 	// New streams are refused once Run has returned.
 	late := h.sotw()
-	late.send(&discovery.DiscoveryRequest{Node: testNode("late", nil), TypeUrl: model.ClusterType})
+	// The server may end the stream before the request is written: then
+	// Send reports io.EOF and the status comes from Recv.
+	if err := late.stream.Send(&discovery.DiscoveryRequest{Node: testNode("late", nil), TypeUrl: model.ClusterType}); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("send: %v", err)
+	}
 	if err := late.streamErr(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("late stream got %v, want Unavailable", err)
 	}

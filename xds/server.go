@@ -76,6 +76,9 @@ type DiscoveryServer struct {
 	// stopped is closed when Run returns: open streams end.
 	stopped  chan struct{}
 	stopOnce sync.Once
+
+	// cache is env.Cache, shared by generators through the PushContext.
+	cache *model.XDSCache
 }
 
 // NewDiscoveryServer creates a server over env that serves what gens generate.
@@ -103,6 +106,10 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 		conns:   map[string]*Connection{},
 		stopped: make(chan struct{}),
 	}
+	if env.Cache == nil {
+		env.Cache = model.NewXDSCache(cacheOptions(opts.Metrics))
+	}
+	s.cache = env.Cache
 	s.debouncer = debounce.New(debounce.Options{
 		After: opts.DebounceAfter, Max: opts.DebounceMax, EDSDebounce: opts.EnableEDSDebounce,
 	}, s.pushRound, opts.Metrics, opts.Log.With("component", "debounce"))
@@ -164,6 +171,7 @@ func (s *DiscoveryServer) MarkReady() {
 	if s.ready.Load() {
 		return
 	}
+	s.cache.Invalidate(nil)
 	s.buildPushContext(nil)
 	s.ready.Store(true)
 	s.log.Info("xDS server ready", "version", s.push.Load().Version)
@@ -202,26 +210,44 @@ func (s *DiscoveryServer) pushRound(in *model.PushRequest) {
 		s.log.Debug("push before ready dropped")
 		return
 	}
+	req, targets := s.prepareRound(in)
+	now := time.Now().UnixNano()
+	for _, c := range targets {
+		c.queuedAt.CompareAndSwap(0, now)
+		s.queue.Enqueue(c, req)
+	}
+	n := len(targets)
+	s.pushSeq.Add(1)
+	s.log.Debug("push round", "full", req.Full, "version", req.Push.Version, "proxies", n)
+}
+
+// prepareRound turns a debounced request into the request to push: it
+// drops the cache entries the change makes stale, builds the new snapshot
+// for a full push, and returns the connections the change reaches (see
+// scope.go). pushMu must be held.
+func (s *DiscoveryServer) prepareRound(in *model.PushRequest) (*model.PushRequest, []*Connection) {
 	req := *in
+	// Drop cached resources the change makes stale before anything can be
+	// generated from the new state (see model.XDSCache).
+	s.cache.Invalidate(in)
+	prev := s.push.Load()
 	if req.Full {
 		req.Push = s.buildPushContext(in)
 	} else {
-		req.Push = s.push.Load()
+		req.Push = prev
 	}
 	if req.Start.IsZero() {
 		req.Start = time.Now()
 	}
-	n := 0
-	for _, c := range s.connections() {
-		if !req.Full && !c.watchesEndpointsOf(&req) {
-			continue
+	scope := newPushScope(&req, prev)
+	conns := s.connections()
+	targets := conns[:0]
+	for _, c := range conns {
+		if scope.affects(c) {
+			targets = append(targets, c)
 		}
-		c.queuedAt.CompareAndSwap(0, time.Now().UnixNano())
-		s.queue.Enqueue(c, &req)
-		n++
 	}
-	s.pushSeq.Add(1)
-	s.log.Debug("push round", "full", req.Full, "version", req.Push.Version, "proxies", n)
+	return &req, targets
 }
 
 // pushWorker hands queued pushes to their connection's goroutine, one at a time.

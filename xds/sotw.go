@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -121,8 +120,9 @@ func setSotWNames(ws *watchState, names []string) bool {
 			wildcard = true
 			continue
 		}
-		set[n] = struct{}{}
+		set[intern(n)] = struct{}{}
 	}
+	ws.hostIndex = nil
 	changed := wildcard != ws.watched.Wildcard || len(set) != len(ws.watched.ResourceNames)
 	if !changed {
 		for n := range set {
@@ -139,7 +139,7 @@ func setSotWNames(ws *watchState, names []string) bool {
 // pushSotW pushes req to a SotW connection: EDS only for EDS-only requests.
 func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest) error {
 	for _, typeURL := range c.watchedTypes() {
-		if !req.Full && typeURL != model.EndpointType {
+		if !c.typeAffected(typeURL, req) {
 			continue
 		}
 		if err := c.sendSotW(stream, typeURL, req.Push, req); err != nil {
@@ -168,9 +168,11 @@ func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.Pus
 		return nil
 	}
 	anys := make([]*anypb.Any, 0, len(res))
+	size := 0
 	for _, r := range res {
 		if r.GetResource() != nil {
 			anys = append(anys, r.GetResource())
+			size += len(r.GetResource().GetValue())
 		}
 	}
 	ws.responses++
@@ -185,7 +187,7 @@ func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.Pus
 		c.countError(typeURL, "senderr")
 		return fmt.Errorf("sending %s to %s: %w", model.ShortType(typeURL), c.id, err)
 	}
-	c.recordSent(ws, typeURL, resp.GetNonce(), resp.GetVersionInfo(), proto.Size(resp), start, sendStart)
+	c.recordSent(ws, typeURL, resp.GetNonce(), resp.GetVersionInfo(), size, start, sendStart)
 	return nil
 }
 

@@ -42,6 +42,10 @@ type Metrics struct {
 	InboundUpdates *prometheus.CounterVec
 	// PushQueueTime is pilot_proxy_queue_time: time a proxy waited in the push queue.
 	PushQueueTime prometheus.Histogram
+	// XDSCacheReads is pilot_xds_cache_reads: resource cache lookups by type (hit, miss).
+	XDSCacheReads *prometheus.CounterVec
+	// XDSCacheSize is pilot_xds_cache_size: entries in the resource cache.
+	XDSCacheSize prometheus.Gauge
 	// ConfigErrors is meshpilot_config_errors: documents rejected by config sources (no Istio equivalent).
 	ConfigErrors prometheus.Gauge
 }
@@ -103,6 +107,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "pilot_proxy_queue_time", Help: "Time in seconds, a proxy is in the push queue before being dequeued.",
 			Buckets: []float64{.1, .5, 1, 3, 5, 10, 20, 30},
 		}),
+		XDSCacheReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pilot_xds_cache_reads", Help: "Total number of xds cache xdsCacheReads.",
+		}, []string{"type"}),
+		XDSCacheSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pilot_xds_cache_size", Help: "Current size of xds cache",
+		}),
 		ConfigErrors: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshpilot_config_errors", Help: "Configuration documents currently rejected by a config source.",
 		}),
@@ -114,7 +124,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.XDSClients, m.Pushes, m.ConvergenceTime, m.PushTriggers, m.DebounceTime,
 		m.PushContextInitTime, m.TotalRejects, m.ExpiredNonce, m.Services, m.PushTime, m.SendTime,
-		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.ConfigErrors,
+		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.ConfigErrors, m.XDSCacheReads, m.XDSCacheSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range m.Rejects {
 		reg.MustRegister(c)

@@ -34,50 +34,104 @@ func Build(proxy *model.Proxy, push *model.PushContext) ([]*clusterv3.Cluster, e
 		}
 	}
 	for _, svc := range push.ServicesFor(proxy) {
-		dr := push.DestinationRule(proxy.ConfigNamespace(), svc)
-		var rule *networking.DestinationRule
-		if dr != nil {
-			rule = dr.Spec.(*networking.DestinationRule)
-		}
-		for _, port := range svc.Ports {
-			if port.Protocol == model.ProtocolUDP {
-				continue
-			}
-			lb := loadBalancerFor(rule.GetTrafficPolicy(), port.Port)
-			c, err := outbound(push, svc, port, "", nil, lb, timeout)
-			if err != nil {
-				return nil, err
-			}
-			add(c)
-			for _, ss := range rule.GetSubsets() {
-				ssLB := loadBalancerFor(ss.GetTrafficPolicy(), port.Port)
-				if ssLB == nil {
-					ssLB = lb
-				}
-				c, err := outbound(push, svc, port, ss.GetName(), ss.GetLabels(), ssLB, timeout)
-				if err != nil {
-					return nil, err
-				}
-				add(c)
-			}
-		}
-	}
-	for _, t := range push.ServiceTargetsFor(proxy) {
-		c, err := inbound(t, timeout)
+		cs, err := ServiceClusters(push, svc, push.DestinationRule(proxy.ConfigNamespace(), svc), timeout)
 		if err != nil {
 			return nil, err
 		}
+		for _, c := range cs {
+			add(c)
+		}
+	}
+	inbound, err := InboundClusters(proxy, push, timeout)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range inbound {
 		add(c)
 	}
-	add(blackHole(timeout))
-	add(passthrough(timeout))
-	add(inboundPassthrough(timeout))
+	for _, c := range BuiltinClusters(timeout) {
+		add(c)
+	}
 	out := make([]*clusterv3.Cluster, 0, len(byName))
 	for _, c := range byName {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// ServiceClusters returns the outbound clusters of svc as seen through the
+// DestinationRule dr (nil for none): one per non-UDP port, then one per
+// subset of each port, without duplicate names. The result depends only on
+// svc, dr, timeout and, for DNS services, the service's endpoints, so it can
+// be shared by every proxy that sees the same rule.
+func ServiceClusters(push *model.PushContext, svc *model.Service, dr *model.Config, timeout *durationpb.Duration) ([]*clusterv3.Cluster, error) {
+	var rule *networking.DestinationRule
+	if dr != nil {
+		rule = dr.Spec.(*networking.DestinationRule)
+	}
+	out := make([]*clusterv3.Cluster, 0, len(svc.Ports)*(1+len(rule.GetSubsets())))
+	var seen map[string]bool
+	add := func(c *clusterv3.Cluster) {
+		if len(rule.GetSubsets()) > 0 {
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			if seen[c.Name] {
+				return
+			}
+			seen[c.Name] = true
+		}
+		out = append(out, c)
+	}
+	for _, port := range svc.Ports {
+		if port.Protocol == model.ProtocolUDP {
+			continue
+		}
+		lb := loadBalancerFor(rule.GetTrafficPolicy(), port.Port)
+		c, err := outbound(push, svc, port, "", nil, lb, timeout)
+		if err != nil {
+			return nil, err
+		}
+		add(c)
+		for _, ss := range rule.GetSubsets() {
+			ssLB := loadBalancerFor(ss.GetTrafficPolicy(), port.Port)
+			if ssLB == nil {
+				ssLB = lb
+			}
+			c, err := outbound(push, svc, port, ss.GetName(), ss.GetLabels(), ssLB, timeout)
+			if err != nil {
+				return nil, err
+			}
+			add(c)
+		}
+	}
+	return out, nil
+}
+
+// InboundClusters returns the inbound clusters of the proxy's own service
+// ports, one per target port, sorted by name.
+func InboundClusters(proxy *model.Proxy, push *model.PushContext, timeout *durationpb.Duration) ([]*clusterv3.Cluster, error) {
+	var out []*clusterv3.Cluster
+	seen := map[string]bool{}
+	for _, t := range push.ServiceTargetsFor(proxy) {
+		c, err := inbound(t, timeout)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// BuiltinClusters returns BlackHoleCluster, PassthroughCluster and
+// InboundPassthroughCluster.
+func BuiltinClusters(timeout *durationpb.Duration) []*clusterv3.Cluster {
+	return []*clusterv3.Cluster{blackHole(timeout), passthrough(timeout), inboundPassthrough(timeout)}
 }
 
 // loadBalancerFor returns the load balancer settings of policy for a port:

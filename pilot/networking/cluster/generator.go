@@ -3,28 +3,119 @@ package cluster
 import (
 	"fmt"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/meshpilot/meshpilot/model"
 )
 
 // Generator serves CDS. It is stateless; the zero value is ready to use.
+//
+// The outbound clusters of a service are cached as one group in the push's
+// model.XDSCache, keyed by the service hostname and the DestinationRule the
+// proxy sees for it (Istio's precedence makes that depend on the proxy's
+// namespace), and dropped when the service, that rule, or (for DNS
+// services, whose clusters list their endpoints) the service's endpoints
+// change. The built-in clusters are cached under one key that only a
+// mesh-wide invalidation drops. Inbound clusters are per proxy and built
+// fresh.
 type Generator struct{}
 
-var _ model.Generator = Generator{}
+var _ model.PartialGenerator = Generator{}
+
+// builtinKey caches BlackHoleCluster, PassthroughCluster and InboundPassthroughCluster.
+var builtinKey = model.XDSCacheKey{Type: model.ClusterType, Name: "builtin"}
 
 // Generate returns every cluster of proxy (CDS is always a full, wildcard
-// answer: Envoy subscribes to all clusters).
+// answer: Envoy subscribes to all clusters): the outbound clusters in
+// service hostname order, then the inbound and built-in clusters.
 func (Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
-	clusters, err := Build(proxy, push)
+	cache := push.XDSCache()
+	timeout := ConnectTimeout(push.Mesh)
+	services := push.ServicesFor(proxy)
+	out := make(model.Resources, 0, 2*len(services)+8)
+	for _, svc := range services {
+		res, err := serviceResources(proxy, push, cache, svc, timeout)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
+	}
+	inbound, err := InboundClusters(proxy, push, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
 	}
-	out := make(model.Resources, 0, len(clusters))
-	for _, c := range clusters {
-		r, err := Resource(c.Name, c)
-		if err != nil {
-			return nil, fmt.Errorf("cds for %s: cluster %s: %w", proxy.ID, c.Name, err)
+	res, err := Resources(inbound, clusterName)
+	if err != nil {
+		return nil, fmt.Errorf("cds for %s: inbound: %w", proxy.ID, err)
+	}
+	out = append(out, res...)
+	builtin, ok := cache.Get(builtinKey)
+	if !ok {
+		tok := cache.Token(push)
+		if builtin, err = Resources(BuiltinClusters(timeout), clusterName); err != nil {
+			return nil, fmt.Errorf("cds for %s: built-in clusters: %w", proxy.ID, err)
 		}
-		out = append(out, r)
+		cache.Add(builtinKey, nil, tok, builtin)
+	}
+	return append(out, builtin...), nil
+}
+
+// GenerateServices returns the outbound clusters of the services in hosts
+// the proxy sees (none for a host it does not see or that is gone).
+func (Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, hosts map[string]struct{}) (model.Resources, error) {
+	cache := push.XDSCache()
+	timeout := ConnectTimeout(push.Mesh)
+	var out model.Resources
+	for h := range hosts {
+		svc := push.ServiceByHost(h)
+		if svc == nil || !svc.VisibleTo(proxy.ConfigNamespace()) {
+			continue
+		}
+		res, err := serviceResources(proxy, push, cache, svc, timeout)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res...)
 	}
 	return out, nil
+}
+
+// serviceResources returns the marshalled outbound clusters of svc for
+// proxy, from the cache when it holds them.
+func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, svc *model.Service, timeout *durationpb.Duration) (model.Resources, error) {
+	dr := push.DestinationRule(proxy.ConfigNamespace(), svc)
+	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname}
+	if dr != nil {
+		key.Config = dr.Key()
+	}
+	if res, ok := cache.Get(key); ok {
+		return res, nil
+	}
+	tok := cache.Token(push)
+	cs, err := ServiceClusters(push, svc, dr, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
+	}
+	res, err := Resources(cs, clusterName)
+	if err != nil {
+		return nil, fmt.Errorf("cds for %s: service %s: %w", proxy.ID, svc.Hostname, err)
+	}
+	cache.Add(key, serviceDeps(svc, dr), tok, res)
+	return res, nil
+}
+
+func clusterName(c *clusterv3.Cluster) string { return c.GetName() }
+
+// serviceDeps is what a service's clusters depend on besides the mesh.
+func serviceDeps(svc *model.Service, dr *model.Config) []model.ConfigKey {
+	deps := make([]model.ConfigKey, 0, 3)
+	deps = append(deps, model.ServiceDep(svc.Hostname))
+	if svc.Resolution == model.DNSLB || svc.Resolution == model.DNSRoundRobinLB {
+		deps = append(deps, model.EndpointsDep(svc.Hostname))
+	}
+	if dr != nil {
+		deps = append(deps, dr.Key())
+	}
+	return deps
 }

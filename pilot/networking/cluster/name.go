@@ -28,16 +28,18 @@ func BuildName(direction, subset, host string, port uint32) string {
 // ParseName splits a name made by BuildName. ok is false for any other name
 // (including BlackHoleCluster and friends).
 func ParseName(name string) (direction, subset, host string, port uint32, ok bool) {
-	parts := strings.SplitN(name, "|", 4)
-	if len(parts) != 4 {
+	direction, rest, ok1 := strings.Cut(name, "|")
+	portStr, rest, ok2 := strings.Cut(rest, "|")
+	subset, host, ok3 := strings.Cut(rest, "|")
+	if !ok1 || !ok2 || !ok3 {
 		return "", "", "", 0, false
 	}
-	if parts[0] != Outbound && parts[0] != Inbound {
+	if direction != Outbound && direction != Inbound {
 		return "", "", "", 0, false
 	}
-	p, err := strconv.ParseUint(parts[1], 10, 32)
+	p, err := strconv.ParseUint(portStr, 10, 32)
 	if err != nil || p == 0 {
 		return "", "", "", 0, false
 	}
-	return parts[0], parts[2], parts[3], uint32(p), true
+	return direction, subset, host, uint32(p), true
 }

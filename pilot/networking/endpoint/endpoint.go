@@ -28,26 +28,53 @@ func Build(proxy *model.Proxy, push *model.PushContext, names []string) []*endpo
 // outbound cluster of a known service, port and subset gets an assignment
 // with no endpoints, so Envoy does not wait for it forever.
 func BuildLoadAssignment(proxy *model.Proxy, push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	t := resolve(proxy, push, name)
+	return t.build(push, name)
+}
+
+// target is what an EDS cluster name resolves to for a proxy.
+type target struct {
+	svc  *model.Service
+	port model.Port
+	// dr is the DestinationRule of a subset cluster; subset its subset.
+	dr     *model.Config
+	subset string
+	// ok is false when the name is no outbound cluster of a known service
+	// port and subset: the assignment is empty.
+	ok bool
+}
+
+func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 	dir, subset, host, portNum, ok := cluster.ParseName(name)
 	if !ok || dir != cluster.Outbound {
-		return cla
+		return target{}
 	}
-	svc := push.ServiceByHost(host)
-	if svc == nil {
-		return cla
+	t := target{svc: push.ServiceByHost(host), subset: subset}
+	if t.svc == nil {
+		return t
 	}
-	port, ok := svc.PortByNumber(portNum)
-	if !ok {
-		return cla
+	if t.port, ok = t.svc.PortByNumber(portNum); !ok {
+		return t
 	}
-	var labels map[string]string
 	if subset != "" {
-		ss := model.Subset(push.DestinationRule(proxy.ConfigNamespace(), svc), subset)
-		if ss == nil {
-			return cla
+		t.dr = push.DestinationRule(proxy.ConfigNamespace(), t.svc)
+		if model.Subset(t.dr, subset) == nil {
+			return t
 		}
-		labels = ss.GetLabels()
+	}
+	t.ok = true
+	return t
+}
+
+func (t target) build(push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	if !t.ok {
+		return cla
+	}
+	host, port := t.svc.Hostname, t.port
+	var labels map[string]string
+	if t.subset != "" {
+		labels = model.Subset(t.dr, t.subset).GetLabels()
 	}
 	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
 	for _, e := range push.Endpoints.Endpoints(host) {

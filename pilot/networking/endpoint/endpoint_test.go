@@ -118,8 +118,13 @@ func TestGenerator(t *testing.T) {
 		got = append(got, r.Name)
 	}
 	want := []string{"outbound|3306||" + nt.MySQLHost, "outbound|9080|v2|" + nt.ReviewsHost, "unknown"}
+	slices.Sort(got)
 	if !slices.Equal(got, want) {
-		t.Errorf("resources %v, want %v (every subscribed name, sorted)", got, want)
+		t.Errorf("resources %v, want %v (every subscribed name)", got, want)
+	}
+	part, err := endpoint.Generator{}.GenerateServices(proxy, push, w, map[string]struct{}{nt.ReviewsHost: {}})
+	if err != nil || len(part) != 1 || part[0].GetName() != names[0] {
+		t.Errorf("GenerateServices(reviews) = %v, %v; want only %s", part, err, names[0])
 	}
 }
 

@@ -2,7 +2,8 @@ package endpoint
 
 import (
 	"fmt"
-	"sort"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
@@ -10,30 +11,82 @@ import (
 
 // Generator serves EDS. It is stateless; the zero value is ready to use.
 //
-// Generate always returns the assignment of every subscribed cluster, sorted
-// by name, whatever the request: that is a complete State-of-the-World
-// answer. For an endpoint-only push a transport that sends incremental
+// Generate always returns the assignment of every subscribed cluster
+// (unordered: sorting thousands of names per proxy per push costs more than
+// building them from the cache), whatever the request: that is a complete
+// State-of-the-World answer. For an endpoint-only push a transport that sends incremental
 // (Delta) updates may send only the clusters AffectedClusters selects.
+//
+// Each assignment is cached in the push's model.XDSCache by cluster name
+// and, for subset clusters, the DestinationRule the proxy sees; it is
+// dropped when the service's endpoints, the service or that rule change.
 type Generator struct{}
 
-var _ model.Generator = Generator{}
+var _ model.PartialGenerator = Generator{}
 
 // Generate returns one assignment per name in w (EDS is never wildcard).
 func (Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	if w == nil {
 		return nil, nil
 	}
-	names := w.Names()
-	sort.Strings(names)
-	out := make(model.Resources, 0, len(names))
-	for _, cla := range Build(proxy, push, names) {
-		r, err := cluster.Resource(cla.ClusterName, cla)
+	cache := push.XDSCache()
+	out := make(model.Resources, 0, len(w.ResourceNames))
+	for n := range w.ResourceNames {
+		r, err := assignment(proxy, push, cache, n)
 		if err != nil {
-			return nil, fmt.Errorf("eds for %s: cluster %s: %w", proxy.ID, cla.ClusterName, err)
+			return nil, fmt.Errorf("eds for %s: cluster %s: %w", proxy.ID, n, err)
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// GenerateServices returns the assignments of the subscribed clusters of hosts.
+func (Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, hosts map[string]struct{}) (model.Resources, error) {
+	if w == nil {
+		return nil, nil
+	}
+	cache := push.XDSCache()
+	var out model.Resources
+	for n := range w.ResourceNames {
+		if _, ok := hosts[model.ResourceHost(n)]; !ok {
+			continue
+		}
+		r, err := assignment(proxy, push, cache, n)
+		if err != nil {
+			return nil, fmt.Errorf("eds for %s: cluster %s: %w", proxy.ID, n, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// assignment returns the marshalled assignment of cluster name, from the
+// cache when it holds it.
+func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, name string) (*discovery.Resource, error) {
+	t := resolve(proxy, push, name)
+	if t.svc == nil {
+		// Not a cluster of a known service: empty, cheap, not cached.
+		return cluster.Resource(name, t.build(push, name))
+	}
+	key := model.XDSCacheKey{Type: model.EndpointType, Name: name}
+	if t.dr != nil {
+		key.Config = t.dr.Key()
+	}
+	if res, ok := cache.Get(key); ok {
+		return res[0], nil
+	}
+	tok := cache.Token(push)
+	deps := []model.ConfigKey{model.EndpointsDep(t.svc.Hostname), model.ServiceDep(t.svc.Hostname)}
+	if t.dr != nil {
+		deps = append(deps, key.Config)
+	}
+	r, err := cluster.Resource(name, t.build(push, name))
+	if err != nil {
+		return nil, err
+	}
+	cache.Add(key, deps, tok, []*discovery.Resource{r})
+	return r, nil
 }
 
 // AffectedClusters returns, in the order of names, the cluster names whose

@@ -4,33 +4,80 @@ import (
 	"fmt"
 	"log/slog"
 
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
 
 // Generator serves LDS. Logger may be nil (no logs).
+//
+// Outbound listeners are functions of their name, port and (TCP) service
+// hostname alone, so they are cached under those with no dependency (only
+// a mesh-wide invalidation or the cache bound drops them); virtualOutbound
+// depends on the mesh only. virtualInbound is per proxy and built fresh.
 type Generator struct {
 	Logger *slog.Logger
 }
 
 var _ model.Generator = Generator{}
 
-// Generate returns every listener of proxy (LDS is a wildcard subscription).
+var virtualOutboundKey = model.XDSCacheKey{Type: model.ListenerType, Name: VirtualOutbound}
+
+// Generate returns every listener of proxy (LDS is a wildcard
+// subscription): virtualOutbound, virtualInbound, then the outbound ones.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	log := g.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	listeners, err := Build(proxy, push, log.With("proxy", proxy.ID))
-	if err != nil {
-		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
-	}
-	out := make(model.Resources, 0, len(listeners))
-	for _, l := range listeners {
+	log = log.With("proxy", proxy.ID)
+	cache := push.XDSCache()
+	specs := outboundListeners(push.ServicesFor(proxy), log)
+	out := make(model.Resources, 0, len(specs)+2)
+
+	vo, ok := cache.Get(virtualOutboundKey)
+	if !ok {
+		tok := cache.Token(push)
+		l, err := virtualOutbound(cluster.AllowAny(push.Mesh))
+		if err != nil {
+			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
+		}
 		r, err := cluster.Resource(l.Name, l)
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
 		}
+		vo = []*discovery.Resource{r}
+		cache.Add(virtualOutboundKey, nil, tok, vo)
+	}
+	out = append(out, vo...)
+
+	vi, err := virtualInbound(push.ServiceTargetsFor(proxy), log)
+	if err != nil {
+		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
+	}
+	r, err := cluster.Resource(vi.Name, vi)
+	if err != nil {
+		return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, vi.Name, err)
+	}
+	out = append(out, r)
+
+	for _, o := range specs {
+		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.host}
+		if res, ok := cache.Get(key); ok {
+			out = append(out, res[0])
+			continue
+		}
+		tok := cache.Token(push)
+		l, err := o.build()
+		if err != nil {
+			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
+		}
+		r, err := cluster.Resource(l.Name, l)
+		if err != nil {
+			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
+		}
+		cache.Add(key, nil, tok, []*discovery.Resource{r})
 		out = append(out, r)
 	}
 	return out, nil

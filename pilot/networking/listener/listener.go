@@ -31,7 +31,6 @@ func Name(address string, port uint32) string {
 // listener: virtualOutbound passes their traffic through. Every listener
 // but the two virtual ones has bind_to_port false.
 func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*listenerv3.Listener, error) {
-	var out []*listenerv3.Listener
 	vo, err := virtualOutbound(cluster.AllowAny(push.Mesh))
 	if err != nil {
 		return nil, err
@@ -40,9 +39,38 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, vo, vi)
+	out := []*listenerv3.Listener{vo, vi}
+	for _, o := range outboundListeners(push.ServicesFor(proxy), log) {
+		l, err := o.build()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
 
-	services := push.ServicesFor(proxy)
+// outboundSpec is one outbound listener to build. Its content is a function
+// of these fields alone, so it can be cached under them.
+type outboundSpec struct {
+	name string
+	addr string
+	port uint32
+	// host is the service of a TCP listener; "" for an HTTP listener.
+	host string
+}
+
+func (o outboundSpec) build() (*listenerv3.Listener, error) {
+	if o.host == "" {
+		return outboundHTTP(o.port)
+	}
+	return outboundTCP(o.name, o.addr, o.port, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
+}
+
+// outboundListeners plans the outbound listeners of services (see Build),
+// HTTP listeners first by port, then TCP listeners in service order.
+func outboundListeners(services []*model.Service, log *slog.Logger) []outboundSpec {
 	httpPorts := map[uint32]bool{}
 	for _, svc := range services {
 		for _, p := range svc.Ports {
@@ -56,12 +84,9 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 		ports = append(ports, p)
 	}
 	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
+	out := make([]outboundSpec, 0, len(ports)+len(services))
 	for _, p := range ports {
-		l, err := outboundHTTP(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
+		out = append(out, outboundSpec{name: Name(WildcardAddress, p), addr: WildcardAddress, port: p})
 	}
 
 	taken := map[string]string{}
@@ -86,15 +111,10 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 				continue
 			}
 			taken[name] = svc.Hostname
-			l, err := outboundTCP(name, addr, p.Port, cluster.BuildName(cluster.Outbound, "", svc.Hostname, p.Port))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, l)
+			out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
 }
 
 func outboundHTTP(port uint32) (*listenerv3.Listener, error) {

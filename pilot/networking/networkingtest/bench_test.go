@@ -15,23 +15,37 @@ import (
 )
 
 // benchGenerator runs gen for ScaleProxy over Scale(n) for n = 100 and 1000,
-// including marshalling every resource to an Any. watched builds the
-// subscription from the push context (outside the timer).
+// including marshalling every resource to an Any, with a cold cache (emptied
+// before every generation: every resource is built, marshalled and stored)
+// and a warm one (filled by the other proxies of a push: every shared
+// resource is a cache hit). watched builds the subscription from the push
+// context (outside the timer).
 func benchGenerator(b *testing.B, gen model.Generator, watched func(*testing.B, *model.PushContext) *model.WatchedResource) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			push := nt.Scale(n).PushContext()
+			in := nt.Scale(n)
+			in.Cache = model.NewXDSCache(model.XDSCacheOptions{})
+			push := in.PushContext()
 			proxy := nt.ScaleProxy()
 			w := watched(b, push)
 			req := &model.PushRequest{Full: true}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				res, err := gen.Generate(proxy, push, w, req)
-				if err != nil || len(res) == 0 {
-					b.Fatalf("generate: %d resources, %v", len(res), err)
+			run := func(b *testing.B, cold bool) {
+				b.ReportAllocs()
+				if _, err := gen.Generate(proxy, push, w, req); err != nil {
+					b.Fatal(err)
+				}
+				for b.Loop() {
+					if cold {
+						in.Cache.Clear()
+					}
+					res, err := gen.Generate(proxy, push, w, req)
+					if err != nil || len(res) == 0 {
+						b.Fatalf("generate: %d resources, %v", len(res), err)
+					}
 				}
 			}
+			b.Run("cache=cold", func(b *testing.B) { run(b, true) })
+			b.Run("cache=warm", func(b *testing.B) { run(b, false) })
 		})
 	}
 }

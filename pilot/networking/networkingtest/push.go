@@ -25,10 +25,17 @@ type Input struct {
 	Mesh *meshconfig.MeshConfig
 	// DomainSuffix defaults to DefaultDomain.
 	DomainSuffix string
+	// Cache, when set, is the resource cache the PushContext hands to generators.
+	Cache *model.XDSCache
 }
 
 // PushContext builds the snapshot described by in.
 func (in Input) PushContext() *model.PushContext {
+	return model.NewPushContext(in.Environment(), nil, nil)
+}
+
+// Environment returns the environment in describes.
+func (in Input) Environment() *model.Environment {
 	idx := model.NewEndpointIndex()
 	for host, eps := range in.Endpoints {
 		idx.Update("test", host, eps)
@@ -43,8 +50,9 @@ func (in Input) PushContext() *model.PushContext {
 		Endpoints:        idx,
 		Mesh:             in.Mesh,
 		DomainSuffix:     domain,
+		Cache:            in.Cache,
 	}
-	return model.NewPushContext(env, nil, nil)
+	return env
 }
 
 // ServiceList is a model.ServiceDiscovery over a fixed slice.

@@ -3,18 +3,31 @@ package route
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
 
 // Generator serves RDS. Logger may be nil (no logs).
+//
+// A route configuration lists every visible service on its port, so it is
+// cached per (name, proxy namespace) — plus the proxy's labels when some
+// VirtualService matches on sourceLabels — and dropped whenever any service
+// or VirtualService changes.
 type Generator struct {
 	Logger *slog.Logger
 }
 
 var _ model.Generator = Generator{}
+
+// routeDeps are the dependencies of every cached route configuration.
+var routeDeps = []model.ConfigKey{model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindVirtualService)}
 
 // Generate returns the route configuration of every name in w, sorted by name.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
@@ -25,17 +38,42 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("proxy", proxy.ID)
 	names := w.Names()
 	sort.Strings(names)
+	cache := push.XDSCache()
+	scope := routeScope(proxy, push)
 	out := make(model.Resources, 0, len(names))
 	for _, n := range names {
-		rc := BuildRouteConfiguration(proxy, push, n, log)
+		key := model.XDSCacheKey{Type: model.RouteType, Name: n, Scope: scope}
+		if res, ok := cache.Get(key); ok {
+			out = append(out, res[0])
+			continue
+		}
+		tok := cache.Token(push)
+		rc := BuildRouteConfiguration(proxy, push, n, log.With("proxy", proxy.ID))
 		r, err := cluster.Resource(n, rc)
 		if err != nil {
 			return nil, fmt.Errorf("rds for %s: route %s: %w", proxy.ID, n, err)
 		}
+		cache.Add(key, routeDeps, tok, []*discovery.Resource{r})
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// routeScope is what, besides the route name, makes two proxies' route
+// configurations differ: the namespace (service and VirtualService
+// visibility, short-name domains) and, only when a VirtualService uses
+// sourceLabels, the labels.
+func routeScope(proxy *model.Proxy, push *model.PushContext) string {
+	ns := proxy.ConfigNamespace()
+	if !push.VirtualServicesUseSourceLabels() || len(proxy.Labels()) == 0 {
+		return ns
+	}
+	var b strings.Builder
+	b.WriteString(ns)
+	for _, k := range slices.Sorted(maps.Keys(proxy.Labels())) {
+		b.WriteString("\x00" + k + "=" + proxy.Labels()[k])
+	}
+	return b.String()
 }

@@ -1,0 +1,121 @@
+package xds
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+func nodeIn(pod, ns string) *corev3.Node {
+	n := testNode(pod, nil)
+	n.Id = "sidecar~10.0.0.9~" + pod + "." + ns + "~" + ns + ".svc.cluster.local"
+	return n
+}
+
+// subscribed opens a SotW stream in ns watching CDS and EDS (cluster a), ACKed.
+func subscribed(h *harness, pod, ns string) *sotwClient {
+	h.t.Helper()
+	c := h.sotw()
+	c.send(&discovery.DiscoveryRequest{Node: nodeIn(pod, ns), TypeUrl: model.ClusterType})
+	c.send(ack(c.recvType(model.ClusterType)))
+	c.send(&discovery.DiscoveryRequest{TypeUrl: model.EndpointType, ResourceNames: []string{clusterA}})
+	c.send(ack(c.recvType(model.EndpointType), clusterA))
+	return c
+}
+
+// quiet checks c got nothing from the last push: after the round was
+// enqueued and delivered, the next response answers c's own new request.
+func quiet(h *harness, c *sotwClient, seq uint64) {
+	h.t.Helper()
+	eventually(h.t, "push round", func() bool { return h.s.PushSeq() > seq })
+	c.send(&discovery.DiscoveryRequest{TypeUrl: model.EndpointType, ResourceNames: []string{clusterA, clusterB}})
+	if r := c.recvType(model.EndpointType); len(r.GetResources()) != 2 {
+		h.t.Fatalf("got a push instead of the answer to the new subscription: %v", sotwNames(h.t, r))
+	}
+}
+
+func TestPushReachesOnlyProxiesThatSeeTheChange(t *testing.T) {
+	store := fakeStore{}
+	h := newHarness(t, true, func(env *model.Environment, _ *GeneratorTable) { env.ConfigStore = store })
+	inOther := subscribed(h, "p1", "other")
+	inDefault := subscribed(h, "p2", "default")
+
+	// A DestinationRule visible only in its own namespace.
+	store[model.KindDestinationRule] = []model.Config{{
+		Meta: model.Meta{Kind: model.KindDestinationRule, Name: "local", Namespace: "other"},
+		Spec: &networking.DestinationRule{Host: "a.default.svc.cluster.local", ExportTo: []string{"."}},
+	}}
+	seq := h.s.PushSeq()
+	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonConfigUpdate, model.ConfigKey{Kind: model.KindDestinationRule, Name: "local", Namespace: "other"}))
+	inOther.recvType(model.ClusterType)
+	inOther.recvType(model.EndpointType)
+	quiet(h, inDefault, seq)
+
+	// A service exported only to "other": only that namespace hears of it.
+	svc := service("c", 80)
+	svc.ExportTo = []string{"other"}
+	h.reg.set(service("a", 80), service("b", 80), svc)
+	seq = h.s.PushSeq()
+	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonServiceUpdate, model.ConfigKey{Kind: model.KindService, Name: svc.Hostname, Namespace: "default"}))
+	inOther.recvType(model.ClusterType)
+	quiet(h, inDefault, seq)
+}
+
+func TestPushSendsOnlyAffectedTypes(t *testing.T) {
+	store := fakeStore{}
+	h := newHarness(t, true, func(env *model.Environment, _ *GeneratorTable) { env.ConfigStore = store })
+	c := subscribed(h, "p1", "default")
+	// A VirtualService changes routes only: no CDS or EDS push.
+	store[model.KindVirtualService] = []model.Config{{
+		Meta: model.Meta{Kind: model.KindVirtualService, Name: "vs", Namespace: "default"},
+		Spec: &networking.VirtualService{Hosts: []string{"a"}},
+	}}
+	seq := h.s.PushSeq()
+	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonConfigUpdate, model.ConfigKey{Kind: model.KindVirtualService, Name: "vs", Namespace: "default"}))
+	quiet(h, c, seq)
+}
+
+func TestTypeAffectedTable(t *testing.T) {
+	sidecar := &Connection{proxy: &model.Proxy{}}
+	grpcClient := &Connection{proxy: &model.Proxy{Metadata: model.NodeMetadata{Generator: model.GeneratorGRPC}}}
+	key := func(k model.Kind) *model.PushRequest {
+		return model.NewPushRequest(true, model.ReasonConfigUpdate, model.ConfigKey{Kind: k, Name: "x", Namespace: "ns"})
+	}
+	all := []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.SecretType}
+	cases := []struct {
+		name string
+		c    *Connection
+		req  *model.PushRequest
+		want []string
+	}{
+		{"eds-only", sidecar, model.NewPushRequest(false, model.ReasonEndpointUpdate, model.ConfigKey{Kind: model.KindEndpoints, Name: "h"}), []string{model.EndpointType}},
+		{"service", sidecar, key(model.KindService), []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType}},
+		{"destination rule", sidecar, key(model.KindDestinationRule), []string{model.ClusterType, model.EndpointType}},
+		{"virtual service", sidecar, key(model.KindVirtualService), []string{model.RouteType}},
+		{"service entry", sidecar, key(model.KindServiceEntry), all},
+		{"everything", sidecar, model.NewPushRequest(true, model.ReasonGlobalUpdate), all},
+		{"grpc client", grpcClient, key(model.KindVirtualService), all},
+	}
+	for _, tc := range cases {
+		var got []string
+		for _, typ := range all {
+			if tc.c.typeAffected(typ, tc.req) {
+				got = append(got, typ)
+			}
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: types %v, want %v", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: types %v, want %v", tc.name, got, tc.want)
+				break
+			}
+		}
+	}
+}
