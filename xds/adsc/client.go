@@ -33,6 +33,11 @@ type Config struct {
 	Types []string
 	// NACK, when set, is asked about every response; a non-nil error NACKs it.
 	NACK func(typeURL string, resources map[string]*anypb.Any) error
+	// OnResponse, when set, is called from the stream's goroutine after every
+	// accepted response is stored: names are the resources it carried (all of
+	// them for SotW, the added or updated ones for Delta) and size its bytes
+	// on the wire. It lets load tools time changes without polling.
+	OnResponse func(typeURL string, names []string, size int)
 }
 
 // Client is one simulated proxy on one ADS stream.
@@ -45,6 +50,7 @@ type Client struct {
 	nonces    map[string]string                // type → last nonce received
 	responses map[string]int                   // type → responses received
 	nacks     map[string]int
+	wanted    map[string][]string // dependent type → names its parent referenced
 	bytes     int64
 	changed   chan struct{} // closed and replaced on every change
 }
@@ -61,6 +67,7 @@ func New(cfg Config) *Client {
 		nonces:    map[string]string{},
 		responses: map[string]int{},
 		nacks:     map[string]int{},
+		wanted:    map[string][]string{},
 		changed:   make(chan struct{}),
 	}
 }
@@ -84,10 +91,10 @@ func (c *Client) Run(ctx context.Context, conn grpc.ClientConnInterface) error {
 func (c *Client) wants(typeURL string) bool { return slices.Contains(c.cfg.Types, typeURL) }
 
 // store records a response's resources (replace for SotW; merge for Delta)
-// and returns the names of dependent resources to subscribe next.
-func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, removed []string, size int) {
+// and returns the type and names of the dependent resources to subscribe
+// next, remembering them so Complete can tell when they have all arrived.
+func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, removed []string, size int) (string, []string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if replace || c.resources[typeURL] == nil {
 		c.resources[typeURL] = map[string]*anypb.Any{}
 	}
@@ -99,8 +106,21 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 	}
 	c.responses[typeURL]++
 	c.bytes += int64(size)
+	dep, names := c.dependentsLocked(typeURL)
+	if dep != "" {
+		c.wanted[dep] = names
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	if c.cfg.OnResponse != nil {
+		got := make([]string, 0, len(add))
+		for n := range add {
+			got = append(got, n)
+		}
+		c.cfg.OnResponse(typeURL, got, size)
+	}
+	return dep, names
 }
 
 func (c *Client) recordNACK(typeURL string) {
@@ -111,10 +131,10 @@ func (c *Client) recordNACK(typeURL string) {
 	c.changed = make(chan struct{})
 }
 
-// dependents returns the EDS names CDS asked for and the RDS names LDS asked for.
-func (c *Client) dependents(typeURL string) (string, []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// dependentsLocked returns the EDS names CDS asked for and the RDS names LDS
+// asked for.
+// The caller holds c.mu.
+func (c *Client) dependentsLocked(typeURL string) (string, []string) {
 	var out []string
 	switch typeURL {
 	case model.ClusterType:
@@ -233,6 +253,33 @@ func (c *Client) WaitFor(ctx context.Context, cond func(c *Client) bool) error {
 		case <-ch:
 		}
 	}
+}
+
+// Complete reports whether the client holds its initial configuration the
+// way Envoy judges it: a response for every wildcard type it subscribes (CDS,
+// LDS) and every EDS and RDS resource those responses referenced.
+func (c *Client) Complete() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	parent := map[string]string{model.EndpointType: model.ClusterType, model.RouteType: model.ListenerType}
+	for _, t := range c.cfg.Types {
+		p, dependent := parent[t]
+		if !dependent {
+			if c.responses[t] == 0 {
+				return false
+			}
+			continue
+		}
+		if c.wants(p) && c.responses[p] == 0 {
+			return false
+		}
+		for _, n := range c.wanted[t] {
+			if _, ok := c.resources[t][n]; !ok {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // HasAll reports whether every type the client subscribes has had a response.

@@ -54,11 +54,10 @@ func (c *Client) runDelta(ctx context.Context, ads discovery.AggregatedDiscovery
 				continue
 			}
 		}
-		c.store(t, false, got, resp.GetRemovedResources(), proto.Size(resp))
+		dep, names := c.store(t, false, got, resp.GetRemovedResources(), proto.Size(resp))
 		if err := send(ack); err != nil {
 			return err
 		}
-		dep, names := c.dependents(t)
 		if dep == "" || !c.wants(dep) {
 			continue
 		}

@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/load/workload"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// installIstioCRDs applies the chart's Istio CRDs and waits until the
+// ServiceEntry CRD is established.
+func installIstioCRDs(t *testing.T, c dynamic.Interface) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "customresourcedefinitions.gen.yaml"))
+	if err != nil {
+		t.Fatalf("Istio CRDs: %v (run `make crds`)", err)
+	}
+	for _, doc := range bytes.Split(raw, []byte("\n---")) {
+		m := map[string]any{}
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		if _, err := c.Resource(crdResource).Apply(t.Context(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "pilot-load-test", Force: true}); err != nil {
+			t.Fatalf("CRD %s: %v", u.GetName(), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	se := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
+	for {
+		if _, err := c.Resource(se).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("ServiceEntry CRD not served within a minute")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// TestSmokeKubeMode applies a generated Kubernetes workload to a real API
+// server, serves it with our discovery in Kubernetes mode, and applies two
+// marker changes as ServiceEntries in the cluster. Correctness only.
+func TestSmokeKubeMode(t *testing.T) {
+	env := kubetest.Start(t)
+	dyn, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	installIstioCRDs(t, dyn)
+	objs, err := workload.Generate(workload.Options{Services: 20, Endpoints: 2, Namespaces: 2, Format: workload.FormatKube, VirtualServices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, workload.Object{APIVersion: "v1", Kind: "Namespace", Name: "istio-system", Body: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "istio-system"},
+	}})
+	if err := workload.Apply(t.Context(), dyn, objs, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := bootstrap.DefaultOptions()
+	opts.KubeRestConfig = env.Config()
+	opts.MeshConfigFile = ""
+	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
+	opts.Log = testLogger(t, slog.LevelWarn)
+	srv, err := bootstrap.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := srv.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.Wait() })
+
+	cfg := DefaultConfig()
+	cfg.Addr = srv.GRPCListenAddr()
+	cfg.Proxies, cfg.Conns, cfg.Mode, cfg.Namespaces = 10, 2, ModeMixed, 2
+	cfg.Changes, cfg.Changer = 2, KubeChanger{Client: dyn}
+	cfg.Validate = true
+	cfg.Log = testLogger(t, slog.LevelInfo)
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Converged() || rep.Totals.NACKs != 0 {
+		t.Fatalf("kube mode: initial %+v, changes %+v, NACKs %d, last stream error %q", rep.Initial, rep.Changes, rep.Totals.NACKs, rep.Totals.LastStreamError)
+	}
+	if rep.Initial.Resources["cds"] < 20 || rep.Initial.Resources["eds"] < 20 {
+		t.Fatalf("proxy 0 resources: %v, want the 20 generated services", rep.Initial.Resources)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", table.String())
+	// The markers are gone from the cluster.
+	se := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
+	list, err := dyn.Resource(se).Namespace(workload.MarkerNamespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Fatalf("%d markers left in the cluster", len(list.Items))
+	}
+}

@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/load/workload"
+)
+
+func TestNodeIsWhatIstioSends(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Namespaces = 3
+	for _, i := range []int{0, 1, 4, 70000} {
+		node, err := Node(&cfg, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := model.ParseProxy(node)
+		if err != nil {
+			t.Fatalf("proxy %d: our model rejects node %s: %v", i, node.GetId(), err)
+		}
+		ns := workload.Namespace(i % 3)
+		if p.Type != model.SidecarProxy || p.Metadata.Namespace != ns || p.Metadata.ClusterID != "Kubernetes" ||
+			p.Metadata.Labels["app"] != "load" || p.Metadata.Labels["version"] != "v1" || p.Metadata.ServiceAccount == "" || p.Metadata.IstioVersion == "" {
+			t.Fatalf("proxy %d: parsed %+v, metadata %+v", i, p, p.Metadata)
+		}
+		if want := ProxyIP(i).String(); !strings.HasPrefix(node.GetId(), "sidecar~"+want+"~load-") || len(p.Metadata.InstanceIPs) != 1 || p.Metadata.InstanceIPs[0] != want {
+			t.Fatalf("proxy %d: id %s, INSTANCE_IPS %v, want IP %s", i, node.GetId(), p.Metadata.InstanceIPs, want)
+		}
+	}
+	seen := map[string]int{}
+	for i := range 70000 {
+		ip := ProxyIP(i).String()
+		if j, dup := seen[ip]; dup {
+			t.Fatalf("proxies %d and %d share %s", j, i, ip)
+		}
+		seen[ip] = i
+	}
+}
+
+func TestTrackerCountsEachKeyDown(t *testing.T) {
+	tr := newTracker()
+	a := tr.expect("a", 2)
+	tr.done("b") // not expected: ignored
+	tr.done("a")
+	select {
+	case <-a:
+		t.Fatal("closed after 1 of 2")
+	default:
+	}
+	tr.done("a")
+	tr.done("a") // extra reports do not panic
+	select {
+	case <-a:
+	default:
+		t.Fatal("not closed after 2 of 2")
+	}
+	if zero := tr.expect("z", 0); zero == nil {
+		t.Fatal("nil channel")
+	} else {
+		<-zero
+	}
+}
+
+func TestConfigValidationNamesTheSetting(t *testing.T) {
+	for _, c := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Proxies = 0 }, "proxies"},
+		{func(c *Config) { c.Conns = 0 }, "conns"},
+		{func(c *Config) { c.Mode = "both" }, "mode"},
+		{func(c *Config) { c.Changes = 1 }, "no change source"},
+		{func(c *Config) { c.Types = []string{"x"} }, "types"},
+		{func(c *Config) {
+			c.Changes, c.Changer, c.Types = 1, DirChanger{Dir: "."}, []string{model.ListenerType}
+		}, "CDS"},
+	} {
+		cfg := DefaultConfig()
+		c.edit(&cfg)
+		if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run: got %v, want an error naming %q", err, c.want)
+		}
+	}
+}
+
+func TestDirChangerWritesAndRemovesMarkers(t *testing.T) {
+	dir := t.TempDir()
+	d := DirChanger{Dir: dir}
+	for i := range 2 {
+		if err := d.Apply(t.Context(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "marker-1.yaml"))
+	if err != nil || !strings.Contains(string(b), "marker-1.load.test") {
+		t.Fatalf("marker-1.yaml: %v %s", err, b)
+	}
+	if err := d.Cleanup(t.Context(), 3); err != nil { // marker 2 never existed
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+func TestCommandChangerSubstitutesIndex(t *testing.T) {
+	dir := t.TempDir()
+	c := CommandChanger{Command: "touch " + dir + "/m-{i}", CleanupCommand: "rm -f " + dir + "/m-{i}"}
+	if err := c.Apply(t.Context(), 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "m-4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cleanup(t.Context(), 5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "m-4")); !os.IsNotExist(err) {
+		t.Fatalf("m-4 not removed: %v", err)
+	}
+	err := CommandChanger{Command: "echo boom >&2; exit 3"}.Apply(t.Context(), 0)
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("failing command: got %v, want its output in the error", err)
+	}
+}
