@@ -8,7 +8,7 @@ BENCH_PKGS := ./model/... ./pilot/networking/... ./xds/...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 
-.PHONY: all build run test lint bench fmt clean
+.PHONY: all build run test testenv lint bench fmt clean crds chart-lint load
 
 all: build
 
@@ -25,9 +25,21 @@ run: build
 	@echo "  edit examples/bookinfo/*.yaml and the change is pushed within the debounce window"
 	$(BIN)/pilot-discovery discovery --configDir examples/bookinfo --meshConfig examples/mesh.yaml
 
-## test: lint, then the whole suite under the race detector.
-test: lint
-	$(GO) test -count=1 -race ./...
+## test: test tools (first run only), lint, then the whole suite under the race detector.
+test: testenv lint
+	eval "$$(hack/testenv.sh env)" && $(GO) test -count=1 -race -timeout 30m ./...
+
+## testenv: etcd, kube-apiserver and helm for the integration tests, built once
+## and cached in ~/.cache/meshpilot (see docs/testenv.md).
+testenv:
+	hack/testenv.sh install
+
+## crds: copy the Istio CRDs from the istio.io/api module in go.mod into the chart.
+crds:
+	hack/update-crds.sh
+
+chart-lint: testenv
+	eval "$$(hack/testenv.sh env)" && $$MESHPILOT_HELM lint --strict --kube-version v1.36.3 charts/meshpilot
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -39,7 +51,7 @@ fmt:
 
 ## bench: Go benchmarks; feed the output to benchstat for medians.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(BENCH_PKGS) | tee bench.out
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) -timeout 60m $(BENCH_PKGS) | tee bench.out
 
 clean:
 	rm -rf $(BIN) bench.out
