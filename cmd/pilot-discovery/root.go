@@ -48,6 +48,10 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 				return err
 			}
 			opts.Log = logging.New(stderr, level)
+			// In a pod with neither source given, read the cluster (as istiod).
+			if opts.ConfigDir == "" && opts.Kubeconfig == "" && getenv("KUBERNETES_SERVICE_HOST") != "" {
+				opts.InCluster = true
+			}
 			srv, err := bootstrap.NewServer(opts)
 			if err != nil {
 				return err
@@ -65,6 +69,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.ConfigDir, "configDir", "", "Directory of Istio and Kubernetes YAML to serve (no cluster needed)")
+	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "Use a Kubernetes configuration file instead of in-cluster configuration")
 	f.StringVar(&opts.MeshConfigFile, "meshConfig", opts.MeshConfigFile, "File name for Istio mesh configuration")
 	f.StringVar(&opts.GRPCAddr, "grpcAddr", opts.GRPCAddr, "Discovery service gRPC address")
 	f.StringVar(&opts.HTTPAddr, "httpAddr", opts.HTTPAddr, "Discovery service HTTP address (readiness, debug)")

@@ -26,7 +26,7 @@ func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
 	want := map[string]string{
 		"grpcAddr": ":15010", "httpAddr": ":8080", "monitoringAddr": ":15014",
 		"domain": "cluster.local", "clusterID": "Kubernetes", "namespace": "istio-system",
-		"meshConfig": "./etc/istio/config/mesh", "configDir": "",
+		"meshConfig": "./etc/istio/config/mesh", "configDir": "", "kubeconfig": "",
 	}
 	for name, def := range want {
 		f := cmd.Flags().Lookup(name)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -20,6 +21,13 @@ import (
 type Options struct {
 	// ConfigDir is a directory of Istio and Kubernetes YAML (no cluster needed).
 	ConfigDir string
+	// Kubeconfig (--kubeconfig) selects Kubernetes mode: informers on the
+	// cluster it names. InCluster uses the pod's service account instead;
+	// KubeRestConfig, when set, is used as is (tests). With ConfigDir too,
+	// both sources are served (Kubernetes first).
+	Kubeconfig     string
+	InCluster      bool
+	KubeRestConfig *rest.Config
 	// MeshConfigFile is the MeshConfig YAML; a missing file means defaults.
 	MeshConfigFile string
 	// Listen addresses: xDS plaintext (15010), readiness and debug (8080), metrics (15014).
@@ -52,13 +60,18 @@ func DefaultOptions() Options {
 }
 
 func (o *Options) validate() error {
-	if o.ConfigDir == "" {
-		return fmt.Errorf("no config source: --configDir is required (Kubernetes sources are not built yet)")
+	if o.ConfigDir == "" && !o.kubeMode() {
+		return fmt.Errorf("no config source: give --configDir, --kubeconfig, or run in a Kubernetes pod")
 	}
-	if st, err := os.Stat(o.ConfigDir); err != nil {
-		return fmt.Errorf("--configDir: %w", err)
-	} else if !st.IsDir() {
-		return fmt.Errorf("--configDir %s: not a directory", o.ConfigDir)
+	if o.ConfigDir != "" {
+		if st, err := os.Stat(o.ConfigDir); err != nil {
+			return fmt.Errorf("--configDir: %w", err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("--configDir %s: not a directory", o.ConfigDir)
+		}
+	}
+	if o.kubeMode() && o.Namespace == "" {
+		return fmt.Errorf("--namespace must not be empty in Kubernetes mode")
 	}
 	if o.DebounceAfter <= 0 || o.DebounceMax < o.DebounceAfter {
 		return fmt.Errorf("debounce: PILOT_DEBOUNCE_AFTER (%v) must be > 0 and <= PILOT_DEBOUNCE_MAX (%v)", o.DebounceAfter, o.DebounceMax)
@@ -109,4 +122,9 @@ func LoadMeshConfig(path string) (*meshconfig.MeshConfig, bool, error) {
 	// Fields the file sets replace the defaults; the rest keep them.
 	proto.Merge(mesh, user)
 	return mesh, true, nil
+}
+
+// kubeMode reports whether a Kubernetes cluster is a source.
+func (o *Options) kubeMode() bool {
+	return o.Kubeconfig != "" || o.InCluster || o.KubeRestConfig != nil
 }

@@ -38,7 +38,8 @@ type Server struct {
 	kubeReg   *kube.Registry
 	seReg     *serviceentry.Registry
 	discovery *xds.DiscoveryServer
-	loader    *file.Loader
+	loader    *file.Loader // nil without --configDir
+	kube      *kubeSources // nil without a cluster
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -63,7 +64,7 @@ func NewServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !fromFile {
+	if !fromFile && !opts.kubeMode() {
 		log.Info("mesh config file not found, using defaults", "path", opts.MeshConfigFile)
 	}
 	reg := prometheus.NewRegistry()
@@ -71,14 +72,19 @@ func NewServer(opts Options) (*Server, error) {
 
 	endpoints := model.NewEndpointIndex()
 	store := memory.New()
-	kubeReg := kube.NewRegistry(opts.Domain, endpoints, log.With("registry", "kube"))
-	seReg := serviceentry.NewRegistry(opts.Domain, store, endpoints, log.With("registry", "serviceentry"))
+	sources, err := newSources(opts, endpoints, store, fromFile, log)
+	if err != nil {
+		return nil, err
+	}
+	kubeReg := kube.NewRegistryForShard(opts.Domain, sources.fileShard, endpoints, log.With("registry", "kube"))
+	seReg := serviceentry.NewRegistry(opts.Domain, sources.configStore, endpoints, log.With("registry", "serviceentry"))
 	env := &model.Environment{
 		// Kubernetes services win over ServiceEntries of the same hostname, as in Istio.
-		ServiceDiscovery: aggregate.New(kubeReg, seReg),
-		ConfigStore:      store,
+		ServiceDiscovery: aggregate.New(sources.registries(kubeReg, seReg)...),
+		ConfigStore:      sources.configStore,
 		Endpoints:        endpoints,
 		Mesh:             mesh,
+		MeshSource:       sources.meshSource(),
 		DomainSuffix:     opts.Domain,
 	}
 	ds := xds.NewDiscoveryServer(env, generatorTable(), xds.Options{
@@ -89,11 +95,18 @@ func NewServer(opts Options) (*Server, error) {
 		EnableEDSDebounce: opts.EnableEDSDebounce,
 		PushThrottle:      opts.PushThrottle,
 	})
-	return &Server{
+	s := &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
-		loader: file.NewLoader(opts.ConfigDir, log.With("source", "file")),
-	}, nil
+		kube: sources.kube,
+	}
+	if opts.ConfigDir != "" {
+		s.loader = file.NewLoader(opts.ConfigDir, log.With("source", "file"))
+	}
+	if s.kube != nil {
+		s.kube.bind(s)
+	}
+	return s, nil
 }
 
 // Start listens, loads the initial config, marks the server ready and serves
@@ -138,20 +151,10 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.grpcLis) })
 	s.goServe("push", func() error { return s.discovery.Run(ctx) })
 
-	snap, err := s.loader.Load()
-	if err != nil {
+	if err := s.startSources(ctx); err != nil {
 		s.stop(httpSrv, monSrv)
-		return fmt.Errorf("initial config load: %w", err)
+		return err
 	}
-	s.applySnapshot(snap, false)
-	s.discovery.MarkReady()
-	s.log.Info("discovery ready",
-		"configs", len(snap.Configs), "services", len(s.env.ServiceDiscovery.Services()),
-		"configErrors", len(snap.Errors), "grpcAddr", s.GRPCListenAddr(),
-		"httpAddr", s.HTTPListenAddr(), "monitoringAddr", s.MonitoringListenAddr())
-
-	watcher := file.NewWatcher(s.loader, 0, s.apply, s.log.With("source", "file"))
-	s.goServe("file-watcher", func() error { return watcher.Run(ctx) })
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -1,5 +1,8 @@
 // Package kube converts Kubernetes Services, EndpointSlices, Endpoints and
-// Pods into the mesh model, and offers a static registry over such a set.
+// Pods into the mesh model. It offers a static registry over such a set
+// (Registry, for manifest files) and an informer-fed one (Controller, for a
+// live cluster) that recomputes only the services an event touches, with a
+// NamespaceFilter for MeshConfig discoverySelectors.
 package kube
 
 import (

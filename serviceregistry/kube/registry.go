@@ -18,6 +18,7 @@ var _ model.ServiceDiscovery = (*Registry)(nil)
 // Services returns an immutable snapshot. It is safe for concurrent use.
 type Registry struct {
 	domain    string
+	shard     string
 	endpoints *model.EndpointIndex
 	log       *slog.Logger
 
@@ -32,7 +33,13 @@ type Registry struct {
 // NewRegistry returns an empty registry for cluster domain domain
 // ("cluster.local") that writes endpoints into endpoints.
 func NewRegistry(domain string, endpoints *model.EndpointIndex, log *slog.Logger) *Registry {
-	return &Registry{domain: domain, endpoints: endpoints, log: log, byHost: map[string]*model.Service{}}
+	return NewRegistryForShard(domain, ShardKubernetes, endpoints, log)
+}
+
+// NewRegistryForShard is NewRegistry writing endpoints under shard, so two
+// registries (manifest files and informers) can share one EndpointIndex.
+func NewRegistryForShard(domain, shard string, endpoints *model.EndpointIndex, log *slog.Logger) *Registry {
+	return &Registry{domain: domain, shard: shard, endpoints: endpoints, log: log, byHost: map[string]*model.Service{}}
 }
 
 // Replace makes objs the registry's whole object set, updates the endpoint
@@ -58,7 +65,7 @@ func (r *Registry) Replace(objs Objects) model.RegistryChanges {
 		next[svc.Hostname] = svc
 		eps[svc.Hostname] = idx.Endpoints(ks)
 	}
-	changes := model.ApplyRegistryState(r.endpoints, ShardKubernetes, r.byHost, next, eps)
+	changes := model.ApplyRegistryState(r.endpoints, r.shard, r.byHost, next, eps)
 
 	list := make([]*model.Service, 0, len(next))
 	for _, s := range next {

@@ -1,0 +1,108 @@
+package kube
+
+import (
+	"maps"
+
+	"google.golang.org/protobuf/proto"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	istioinformers "istio.io/client-go/pkg/informers/externalversions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/file"
+)
+
+// kindInfo describes one watched Istio kind: its CRD, its informer and how
+// an object becomes a model.Config.
+type kindInfo struct {
+	kind model.Kind
+	// crd is the CustomResourceDefinition's name (plural.group).
+	crd      string
+	informer func(istioinformers.SharedInformerFactory) cache.SharedIndexInformer
+	convert  func(obj any) (model.Config, bool)
+}
+
+// Kinds lists the Istio kinds watched, with the CRD each needs.
+func Kinds() map[model.Kind]string {
+	out := map[model.Kind]string{}
+	for _, k := range kinds {
+		out[k.kind] = k.crd
+	}
+	return out
+}
+
+// kinds is every kind the generators consume, in processing order.
+var kinds = []kindInfo{
+	{model.KindServiceEntry, "serviceentries.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1().ServiceEntries().Informer()
+		},
+		converter(model.KindServiceEntry, func(o *networkingv1.ServiceEntry) proto.Message { return &o.Spec })},
+	{model.KindWorkloadEntry, "workloadentries.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1().WorkloadEntries().Informer()
+		},
+		converter(model.KindWorkloadEntry, func(o *networkingv1.WorkloadEntry) proto.Message { return &o.Spec })},
+	{model.KindVirtualService, "virtualservices.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1().VirtualServices().Informer()
+		},
+		converter(model.KindVirtualService, func(o *networkingv1.VirtualService) proto.Message { return &o.Spec })},
+	{model.KindDestinationRule, "destinationrules.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1().DestinationRules().Informer()
+		},
+		converter(model.KindDestinationRule, func(o *networkingv1.DestinationRule) proto.Message { return &o.Spec })},
+	{model.KindGateway, "gateways.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1().Gateways().Informer()
+		},
+		converter(model.KindGateway, func(o *networkingv1.Gateway) proto.Message { return &o.Spec })},
+	{model.KindSidecar, "sidecars.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1().Sidecars().Informer()
+		},
+		converter(model.KindSidecar, func(o *networkingv1.Sidecar) proto.Message { return &o.Spec })},
+	{file.KindPeerAuthentication, "peerauthentications.security.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Security().V1().PeerAuthentications().Informer()
+		},
+		converter(file.KindPeerAuthentication, func(o *securityv1.PeerAuthentication) proto.Message { return &o.Spec })},
+	{file.KindAuthorizationPolicy, "authorizationpolicies.security.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Security().V1().AuthorizationPolicies().Informer()
+		},
+		converter(file.KindAuthorizationPolicy, func(o *securityv1.AuthorizationPolicy) proto.Message { return &o.Spec })},
+	{file.KindRequestAuthentication, "requestauthentications.security.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Security().V1().RequestAuthentications().Informer()
+		},
+		converter(file.KindRequestAuthentication, func(o *securityv1.RequestAuthentication) proto.Message { return &o.Spec })},
+}
+
+// converter returns a conversion for objects of type T: metadata from the
+// ObjectMeta, Spec a deep copy (informer objects are shared and read-only).
+func converter[T metav1.Object](kind model.Kind, spec func(T) proto.Message) func(any) (model.Config, bool) {
+	return func(obj any) (model.Config, bool) {
+		o, ok := obj.(T)
+		if !ok {
+			return model.Config{}, false
+		}
+		return model.Config{
+			Meta: model.Meta{
+				Kind:              kind,
+				Name:              o.GetName(),
+				Namespace:         o.GetNamespace(),
+				Labels:            maps.Clone(o.GetLabels()),
+				Annotations:       maps.Clone(o.GetAnnotations()),
+				ResourceVersion:   o.GetResourceVersion(),
+				Generation:        o.GetGeneration(),
+				CreationTimestamp: o.GetCreationTimestamp().Time,
+				Source:            "kubernetes:" + string(kind) + "/" + o.GetNamespace() + "/" + o.GetName(),
+			},
+			Spec: proto.Clone(spec(o)),
+		}, true
+	}
+}

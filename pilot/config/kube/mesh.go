@@ -1,0 +1,155 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+)
+
+// Istio's mesh ConfigMap: name and key.
+const (
+	MeshConfigMapName = "istio"
+	MeshConfigMapKey  = "mesh"
+)
+
+// ParseMeshConfig reads MeshConfig YAML over defaults: fields the YAML sets
+// replace the defaults. Unknown fields are an error naming the field.
+func ParseMeshConfig(raw string, defaults *meshconfig.MeshConfig) (*meshconfig.MeshConfig, error) {
+	mesh := proto.Clone(defaults).(*meshconfig.MeshConfig)
+	if raw == "" {
+		return mesh, nil
+	}
+	js, err := yaml.YAMLToJSON([]byte(raw))
+	if err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	user := &meshconfig.MeshConfig{}
+	if err := protojson.Unmarshal(js, user); err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	proto.Merge(mesh, user)
+	return mesh, nil
+}
+
+// MeshWatcherOptions configure a MeshWatcher.
+type MeshWatcherOptions struct {
+	Client kubernetes.Interface
+	// Namespace holds the ConfigMap (the control plane's namespace).
+	Namespace string
+	// Defaults returns the mesh defaults the ConfigMap's YAML overrides.
+	Defaults func() *meshconfig.MeshConfig
+	// OnChange receives each new mesh config after WaitReady returned.
+	OnChange func(*meshconfig.MeshConfig)
+	Log      *slog.Logger
+}
+
+// MeshWatcher follows ConfigMap istio (key mesh) in the control plane's
+// namespace. A missing ConfigMap or key means the defaults; invalid YAML is
+// logged and the last good config kept.
+type MeshWatcher struct {
+	opts    MeshWatcherOptions
+	factory informers.SharedInformerFactory
+	inf     cache.SharedIndexInformer
+
+	// reloadMu makes each reload read and publish atomically.
+	reloadMu sync.Mutex
+	mu       sync.Mutex
+	mesh     *meshconfig.MeshConfig
+	ready    bool
+}
+
+// NewMeshWatcher builds the watcher; nothing runs until Run.
+func NewMeshWatcher(opts MeshWatcherOptions) (*MeshWatcher, error) {
+	if opts.Client == nil || opts.Namespace == "" || opts.Defaults == nil {
+		return nil, fmt.Errorf("mesh watcher: Client, Namespace and Defaults are required")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.OnChange == nil {
+		opts.OnChange = func(*meshconfig.MeshConfig) {}
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
+		informers.WithNamespace(opts.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", MeshConfigMapName).String()
+		}))
+	w := &MeshWatcher{opts: opts, factory: f, inf: f.Core().V1().ConfigMaps().Informer(), mesh: opts.Defaults()}
+	update := func(any) { w.reload() }
+	if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    update,
+		UpdateFunc: func(_, o any) { w.reload() },
+		DeleteFunc: update,
+	}); err != nil {
+		return nil, fmt.Errorf("mesh watcher: %w", err)
+	}
+	return w, nil
+}
+
+// Start starts the informer and waits until the ConfigMap (or its
+// absence) is known. The informer stops when ctx is done; call Wait after.
+func (w *MeshWatcher) Start(ctx context.Context) error {
+	w.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), w.inf.HasSynced) {
+		return fmt.Errorf("mesh watcher: ConfigMap %s/%s not synced: %w", w.opts.Namespace, MeshConfigMapName, context.Cause(ctx))
+	}
+	w.reload()
+	w.mu.Lock()
+	w.ready = true
+	w.mu.Unlock()
+	_, found, _ := w.inf.GetStore().GetByKey(w.opts.Namespace + "/" + MeshConfigMapName)
+	w.opts.Log.Info("watching the mesh ConfigMap", "configmap", w.opts.Namespace+"/"+MeshConfigMapName,
+		"key", MeshConfigMapKey, "found", found)
+	return nil
+}
+
+// Wait blocks until the informer stopped (after the Start context ended).
+func (w *MeshWatcher) Wait() { w.factory.Shutdown() }
+
+// Mesh returns the current mesh config (immutable).
+func (w *MeshWatcher) Mesh() *meshconfig.MeshConfig {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.mesh
+}
+
+func (w *MeshWatcher) reload() {
+	w.reloadMu.Lock()
+	defer w.reloadMu.Unlock()
+	raw, found := "", false
+	if obj, ok, _ := w.inf.GetStore().GetByKey(w.opts.Namespace + "/" + MeshConfigMapName); ok {
+		if cm, isCM := obj.(*corev1.ConfigMap); isCM {
+			raw, found = cm.Data[MeshConfigMapKey], true
+		}
+	}
+	mesh, err := ParseMeshConfig(raw, w.opts.Defaults())
+	where := w.opts.Namespace + "/" + MeshConfigMapName
+	if err != nil {
+		w.opts.Log.Error("invalid mesh config; keeping the last good one", "configmap", where, "key", MeshConfigMapKey, "error", err)
+		return
+	}
+	w.mu.Lock()
+	if proto.Equal(mesh, w.mesh) {
+		w.mu.Unlock()
+		return
+	}
+	w.mesh = mesh
+	ready := w.ready
+	w.mu.Unlock()
+	w.opts.Log.Info("mesh config loaded", "configmap", where, "found", found)
+	if ready {
+		w.opts.OnChange(mesh)
+	}
+}

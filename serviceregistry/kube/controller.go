@@ -1,0 +1,360 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// indexByService indexes EndpointSlices by "namespace/service-name".
+const indexByService = "service"
+
+// ControllerOptions configure a Controller.
+type ControllerOptions struct {
+	// Client reads the cluster.
+	Client kubernetes.Interface
+	// Domain is the cluster DNS suffix ("cluster.local").
+	Domain string
+	// Shard is the EndpointIndex shard written; empty means ShardKubernetes.
+	Shard string
+	// Endpoints receives the services' endpoints.
+	Endpoints *model.EndpointIndex
+	// Filter selects the watched namespaces (discoverySelectors); nil watches all.
+	Filter *NamespaceFilter
+	// OnChange is told, from the controller's goroutine, what each batch of
+	// events changed. Endpoint-only changes come as KindEndpoints keys.
+	OnChange func(model.RegistryChanges)
+	// Log receives the controller's messages.
+	Log *slog.Logger
+}
+
+// Controller is the Kubernetes service registry fed by shared informers on
+// Services, EndpointSlices, Endpoints, Pods, Nodes and Namespaces. Each event
+// marks the services it can affect; one goroutine recomputes only those and
+// reports the changes. It implements model.ServiceDiscovery.
+type Controller struct {
+	opts    ControllerOptions
+	reg     *Registry
+	factory informers.SharedInformerFactory
+
+	services  corelisters.ServiceLister
+	endpoints corelisters.EndpointsLister
+	pods      corelisters.PodLister
+	nodes     corelisters.NodeLister
+	slices    cache.Indexer
+	synced    []cache.InformerSynced
+
+	mu    sync.Mutex
+	dirty map[nsName]struct{}
+	all   bool
+	wake  chan struct{}
+	ready chan struct{}
+}
+
+var _ model.ServiceDiscovery = (*Controller)(nil)
+
+// NewController builds the informers (nothing runs until Run).
+func NewController(opts ControllerOptions) (*Controller, error) {
+	if opts.Client == nil || opts.Endpoints == nil {
+		return nil, errors.New("kube controller: Client and Endpoints are required")
+	}
+	if opts.Shard == "" {
+		opts.Shard = ShardKubernetes
+	}
+	if opts.Filter == nil {
+		opts.Filter = NewNamespaceFilter()
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.OnChange == nil {
+		opts.OnChange = func(model.RegistryChanges) {}
+	}
+	f := informers.NewSharedInformerFactory(opts.Client, 0)
+	c := &Controller{
+		opts:    opts,
+		reg:     NewRegistryForShard(opts.Domain, opts.Shard, opts.Endpoints, opts.Log),
+		factory: f,
+		dirty:   map[nsName]struct{}{},
+		wake:    make(chan struct{}, 1),
+		ready:   make(chan struct{}),
+	}
+	svcInf := f.Core().V1().Services()
+	epInf := f.Core().V1().Endpoints()
+	podInf := f.Core().V1().Pods()
+	nodeInf := f.Core().V1().Nodes()
+	nsInf := f.Core().V1().Namespaces()
+	sliceInf := f.Discovery().V1().EndpointSlices()
+	c.services, c.endpoints, c.pods, c.nodes = svcInf.Lister(), epInf.Lister(), podInf.Lister(), nodeInf.Lister()
+	if err := sliceInf.Informer().AddIndexers(cache.Indexers{indexByService: sliceServiceIndex}); err != nil {
+		return nil, fmt.Errorf("kube controller: EndpointSlice index: %w", err)
+	}
+	c.slices = sliceInf.Informer().GetIndexer()
+
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		fn  func(old, cur any)
+	}{
+		{svcInf.Informer(), c.onService},
+		{epInf.Informer(), c.onEndpoints},
+		{sliceInf.Informer(), c.onSlice},
+		{podInf.Informer(), c.onPod},
+		{nodeInf.Informer(), c.onNode},
+		{nsInf.Informer(), c.onNamespace},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(eventHandler(h.fn)); err != nil {
+			return nil, fmt.Errorf("kube controller: add event handler: %w", err)
+		}
+		c.synced = append(c.synced, h.inf.HasSynced)
+	}
+	opts.Filter.Subscribe(c.markAll)
+	return c, nil
+}
+
+// eventHandler turns add/update/delete into fn(old, cur): add has old nil,
+// delete has cur nil; tombstones are unwrapped.
+func eventHandler(fn func(old, cur any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { fn(nil, obj) },
+		UpdateFunc: fn,
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			fn(obj, nil)
+		},
+	}
+}
+
+func sliceServiceIndex(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || s.Labels[LabelServiceName] == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + s.Labels[LabelServiceName]}, nil
+}
+
+// Run starts the informers, waits for their caches, computes every service
+// once, then follows events until ctx is done. It returns after the
+// informers stopped.
+func (c *Controller) Run(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("kube controller: caches not synced: %w", context.Cause(ctx))
+	}
+	c.markAll()
+	c.process()
+	close(c.ready)
+	c.opts.Log.Info("kubernetes registry synced", "services", len(c.reg.Services()))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+			c.process()
+		}
+	}
+}
+
+// WaitReady blocks until the caches synced and the registry holds every
+// service, or ctx ends.
+func (c *Controller) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kube controller: waiting for cache sync: %w", context.Cause(ctx))
+	}
+}
+
+// HasSynced reports whether WaitReady would return at once.
+func (c *Controller) HasSynced() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// Services returns every service, sorted by hostname (an immutable snapshot).
+func (c *Controller) Services() []*model.Service { return c.reg.Services() }
+
+// Service returns the service with hostname, or nil.
+func (c *Controller) Service(hostname string) *model.Service { return c.reg.Service(hostname) }
+
+func (c *Controller) mark(keys ...nsName) {
+	c.mu.Lock()
+	for _, k := range keys {
+		c.dirty[k] = struct{}{}
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *Controller) markAll() {
+	c.mu.Lock()
+	c.all = true
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *Controller) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// process recomputes the marked services and reports what changed.
+func (c *Controller) process() {
+	c.mu.Lock()
+	dirty, all := c.dirty, c.all
+	c.dirty, c.all = map[nsName]struct{}{}, false
+	c.mu.Unlock()
+	if all {
+		dirty = c.allKeys()
+	}
+	if len(dirty) == 0 {
+		return
+	}
+	changes := c.reg.Apply(c.states(dirty))
+	if !changes.Empty() {
+		c.opts.OnChange(changes)
+	}
+}
+
+// allKeys is every service in the cache and every service in the registry.
+func (c *Controller) allKeys() map[nsName]struct{} {
+	keys := map[nsName]struct{}{}
+	svcs, _ := c.services.List(labels.Everything())
+	for _, s := range svcs {
+		keys[nsName{s.Namespace, s.Name}] = struct{}{}
+	}
+	for _, s := range c.reg.Services() {
+		keys[nsName{s.Namespace, s.Name}] = struct{}{}
+	}
+	return keys
+}
+
+// states computes the current state of each key, building one endpoint
+// index per namespace.
+func (c *Controller) states(dirty map[nsName]struct{}) []ServiceState {
+	byNS := map[string][]string{}
+	for k := range dirty {
+		byNS[k.namespace] = append(byNS[k.namespace], k.name)
+	}
+	nsList := make([]string, 0, len(byNS))
+	for ns := range byNS {
+		nsList = append(nsList, ns)
+	}
+	sort.Strings(nsList)
+	nodes, _ := c.nodes.List(labels.Everything())
+	var out []ServiceState
+	for _, ns := range nsList {
+		names := byNS[ns]
+		sort.Strings(names)
+		if !c.opts.Filter.Selected(ns) {
+			for _, n := range names {
+				out = append(out, ServiceState{Hostname: ServiceHostname(n, ns, c.opts.Domain)})
+			}
+			continue
+		}
+		objs := Objects{Nodes: nodes}
+		pods := podSet{lister: c.pods, ns: ns, byName: map[string]*corev1.Pod{}}
+		var svcs []*corev1.Service
+		for _, n := range names {
+			svc, err := c.services.Services(ns).Get(n)
+			if err != nil {
+				if !apierrors.IsNotFound(err) {
+					c.opts.Log.Warn("service lookup failed", "service", ns+"/"+n, "error", err)
+				}
+				svcs = append(svcs, nil)
+				continue
+			}
+			svcs = append(svcs, svc)
+			items, _ := c.slices.ByIndex(indexByService, ns+"/"+n)
+			for _, it := range items {
+				sl := it.(*discoveryv1.EndpointSlice)
+				objs.EndpointSlices = append(objs.EndpointSlices, sl)
+				for _, e := range sl.Endpoints {
+					pods.addRef(e.TargetRef)
+				}
+			}
+			ep, err := c.endpoints.Endpoints(ns).Get(n)
+			if err == nil {
+				objs.Endpoints = append(objs.Endpoints, ep)
+				for _, ss := range ep.Subsets {
+					for _, a := range append(append([]corev1.EndpointAddress{}, ss.Addresses...), ss.NotReadyAddresses...) {
+						pods.addRef(a.TargetRef)
+					}
+				}
+			}
+			if len(items) == 0 && ep == nil && len(svc.Spec.Selector) > 0 {
+				pods.addSelected(svc.Spec.Selector)
+			}
+		}
+		objs.Pods = pods.list()
+		idx := NewIndex(objs)
+		for i, n := range names {
+			st := ServiceState{Hostname: ServiceHostname(n, ns, c.opts.Domain)}
+			if svc := svcs[i]; svc != nil {
+				st.Service = ConvertService(svc, c.opts.Domain)
+				st.Endpoints = idx.Endpoints(svc)
+			}
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// podSet collects the pods of one namespace that endpoint conversion needs:
+// those endpoints reference, and those a selector picks (no slices).
+type podSet struct {
+	lister corelisters.PodLister
+	ns     string
+	byName map[string]*corev1.Pod
+}
+
+func (p podSet) addRef(ref *corev1.ObjectReference) {
+	if ref == nil || (ref.Kind != "" && ref.Kind != "Pod") || (ref.Namespace != "" && ref.Namespace != p.ns) {
+		return
+	}
+	if _, ok := p.byName[ref.Name]; ok {
+		return
+	}
+	if pod, err := p.lister.Pods(p.ns).Get(ref.Name); err == nil {
+		p.byName[ref.Name] = pod
+	}
+}
+
+func (p podSet) addSelected(selector map[string]string) {
+	pods, _ := p.lister.Pods(p.ns).List(labels.SelectorFromSet(selector))
+	for _, pod := range pods {
+		p.byName[pod.Name] = pod
+	}
+}
+
+func (p podSet) list() []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(p.byName))
+	for _, pod := range p.byName {
+		out = append(out, pod)
+	}
+	return out
+}

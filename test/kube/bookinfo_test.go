@@ -1,0 +1,227 @@
+package kube_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/anypb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/xds/adsc"
+)
+
+// bookinfoPods reads the example mesh's pods (one running pod per Deployment).
+func bookinfoPods(t *testing.T) []*corev1.Pod {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo", "pods.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		p := &corev1.Pod{}
+		if err := yaml.Unmarshal([]byte(doc), p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Name != "" {
+			p.Namespace = "default"
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
+// bookinfoSlices is one EndpointSlice per Bookinfo service holding the pods
+// its app label picks, as the EndpointSlice controller would write them.
+func bookinfoSlices(pods []*corev1.Pod) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, svc := range []string{"details", "productpage", "ratings", "reviews"} {
+		s := &discoveryv1.EndpointSlice{
+			TypeMeta:    metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+			ObjectMeta:  metav1.ObjectMeta{Name: svc + "-abcde", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](9080), Protocol: ptr(corev1.ProtocolTCP)}},
+		}
+		for _, p := range pods {
+			if p.Labels["app"] != svc {
+				continue
+			}
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{p.Status.PodIP},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: p.Name},
+			})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestBookinfoClustersMatchFileMode: Bookinfo's manifests applied to a real
+// API server (plus the EndpointSlices a controller would write) give a
+// reviews-v1 sidecar the same clusters as file mode gives for the same
+// manifests.
+func TestBookinfoClustersMatchFileMode(t *testing.T) {
+	pods := bookinfoPods(t)
+	slicesList := bookinfoSlices(pods)
+	manifests := []string{
+		fixtures.Path(t, "bookinfo-kube/bookinfo.yaml"),
+		fixtures.Path(t, "bookinfo-networking/destination-rule-all.yaml"),
+		fixtures.Path(t, "bookinfo-networking/virtual-service-reviews-80-20.yaml"),
+	}
+
+	// File mode: the manifests, the pods and the slices in one directory.
+	dir := t.TempDir()
+	for _, m := range manifests {
+		raw, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(m)), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podsRaw, err := os.ReadFile(filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo", "pods.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pods.yaml"), podsRaw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var slicesYAML []string
+	for _, s := range slicesList {
+		b, err := yaml.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slicesYAML = append(slicesYAML, string(b))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "slices.yaml"), []byte(strings.Join(slicesYAML, "\n---\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fileSrv := startFileServer(t, dir)
+
+	// Kubernetes mode: the same objects through the API server.
+	env := kubetest.Start(t)
+	a := newApplier(t, env)
+	installCRDs(t, env, a)
+	for _, m := range manifests {
+		raw, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.apply(string(raw), "default")
+	}
+	c := env.Clientset()
+	ctx := context.Background()
+	for _, p := range pods {
+		created, err := c.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create pod %s: %v", p.Name, err)
+		}
+		created.Status = p.Status
+		if _, err := c.CoreV1().Pods("default").UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("pod %s status: %v", p.Name, err)
+		}
+	}
+	for _, s := range slicesList {
+		if _, err := c.DiscoveryV1().EndpointSlices("default").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create EndpointSlice %s: %v", s.Name, err)
+		}
+	}
+	kubeSrv, logs := startKubeServer(t, env, nil)
+
+	var reviewsIP string
+	for _, p := range pods {
+		if p.Name == "reviews-v1" {
+			reviewsIP = p.Status.PodIP
+		}
+	}
+	node := sidecarNode(t, "reviews-v1", "default", reviewsIP, map[string]string{"app": "reviews", "version": "v1"})
+	fromFile := runClient(t, fileSrv, node)
+	fromKube := runClient(t, kubeSrv, node)
+	complete := func(c *adsc.Client) bool {
+		return c.HasAll() && len(c.Resources(model.ClusterType)) > 0 && hasCluster(c, "outbound|9080|v1|reviews.default.svc.cluster.local")
+	}
+	waitClient(t, fromFile, "file mode clusters", complete)
+	waitClient(t, fromKube, "kube mode clusters", complete)
+	// The API server's own Service (kubernetes.default) is real in a cluster
+	// and absent from the manifests: it is the one expected difference.
+	want := clusterNames(fromFile)
+	waitClient(t, fromKube, "the same cluster names as file mode", func(c *adsc.Client) bool {
+		return slices.Equal(withoutAPIServer(clusterNames(c)), want)
+	})
+	if len(want) < 10 {
+		t.Fatalf("file mode served only %d clusters: %v", len(want), want)
+	}
+	fileClusters, kubeClusters := decodeAll(t, fromFile.Resources(model.ClusterType)), decodeAll(t, fromKube.Resources(model.ClusterType))
+	for n := range kubeClusters {
+		if !slices.Contains(want, n) {
+			delete(kubeClusters, n)
+		}
+	}
+	if diff := cmp.Diff(fileClusters, kubeClusters, protocmp.Transform()); diff != "" {
+		t.Fatalf("clusters differ between file and Kubernetes mode (-file +kube):\n%s", diff)
+	}
+	for _, cl := range []string{"outbound|9080|v1|reviews.default.svc.cluster.local", "inbound|9080||"} {
+		if !slices.Contains(want, cl) {
+			t.Errorf("cluster %s missing from %v", cl, want)
+		}
+	}
+	if strings.Contains(logs.String(), "forbidden") {
+		t.Errorf("log mentions forbidden:\n%s", logs.String())
+	}
+}
+
+func decodeAll(t *testing.T, in map[string]*anypb.Any) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for n, a := range in {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[n] = m
+	}
+	return out
+}
+
+func startFileServer(t *testing.T, dir string) *bootstrap.Server {
+	t.Helper()
+	opts := bootstrap.DefaultOptions()
+	opts.ConfigDir = dir
+	opts.MeshConfigFile = ""
+	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	opts.Log = testLogger(t, nil)
+	srv, err := bootstrap.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := srv.Start(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.Wait() })
+	return srv
+}
+
+// withoutAPIServer drops the clusters of the kubernetes.default Service.
+func withoutAPIServer(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool {
+		return strings.HasSuffix(n, "|kubernetes.default.svc.cluster.local")
+	})
+}

@@ -1,0 +1,350 @@
+package kube_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/xds/adsc"
+)
+
+// lockedBuffer collects the control plane's log lines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startKubeServer runs the control plane in Kubernetes mode against env
+// and returns once it is ready.
+func startKubeServer(t *testing.T, env *kubetest.Env, mutate func(*bootstrap.Options)) (*bootstrap.Server, *lockedBuffer) {
+	t.Helper()
+	logs := &lockedBuffer{}
+	opts := bootstrap.DefaultOptions()
+	opts.KubeRestConfig = env.Config()
+	opts.MeshConfigFile = ""
+	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
+	opts.Log = testLogger(t, logs)
+	if mutate != nil {
+		mutate(&opts)
+	}
+	srv, err := bootstrap.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	// Start returns once the caches synced; give up after a minute.
+	timer := time.AfterFunc(60*time.Second, cancel)
+	err = srv.Start(ctx)
+	timer.Stop()
+	if err != nil {
+		cancel()
+		srv.Wait()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.Wait() })
+	if !srv.Discovery().Ready() {
+		t.Fatal("server returned from Start without being ready")
+	}
+	return srv, logs
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// sidecarNode is the node an Istio agent sends for a pod.
+func sidecarNode(t *testing.T, pod, ns, ip string, labels map[string]string) *corev3.Node {
+	t.Helper()
+	lbls := map[string]any{}
+	for k, v := range labels {
+		lbls[k] = v
+	}
+	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": lbls, "INSTANCE_IPS": ip, "ISTIO_VERSION": "1.24.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev3.Node{Id: fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", ip, pod, ns, ns), Metadata: md}
+}
+
+// runClient runs an Envoy-like ADS client until the test ends.
+func runClient(t *testing.T, srv *bootstrap.Server, node *corev3.Node) *adsc.Client {
+	t.Helper()
+	c := adsc.New(adsc.Config{Node: node})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	conn := dial(t, srv.GRPCListenAddr())
+	go func() { done <- c.Run(ctx, conn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ADS client: %v", err)
+		}
+	})
+	return c
+}
+
+// waitClient waits until cond holds for c (30 s at most).
+func waitClient(t *testing.T, c *adsc.Client, what string, cond func(*adsc.Client) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitFor(ctx, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// waitUntil polls cond until it returns nil (30 s at most).
+func waitUntil(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %v", what, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// clusterNames is the sorted CDS resource names the client holds.
+func clusterNames(c *adsc.Client) []string {
+	var out []string
+	for n := range c.Resources(model.ClusterType) {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// endpointAddrs is the sorted "ip:port" list (healthy only) of an EDS cluster, or nil.
+func endpointAddrs(c *adsc.Client, cluster string) []string {
+	a := c.Resources(model.EndpointType)[cluster]
+	if a == nil {
+		return nil
+	}
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if a.UnmarshalTo(cla) != nil {
+		return nil
+	}
+	out := []string{}
+	for _, loc := range cla.GetEndpoints() {
+		for _, lb := range loc.GetLbEndpoints() {
+			if lb.GetHealthStatus() == corev3.HealthStatus_UNHEALTHY {
+				continue
+			}
+			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue()))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func hasCluster(c *adsc.Client, name string) bool {
+	_, ok := c.Resources(model.ClusterType)[name]
+	return ok
+}
+
+func isEDSCluster(c *adsc.Client, name string) bool {
+	cl := &clusterv3.Cluster{}
+	a := c.Resources(model.ClusterType)[name]
+	return a != nil && a.UnmarshalTo(cl) == nil && cl.GetType() == clusterv3.Cluster_EDS
+}
+
+// metric scrapes /metrics and sums the samples of name whose labels
+// contain every labelSub.
+func metric(t *testing.T, srv *bootstrap.Server, name string, labelSub ...string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + srv.MonitoringListenAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, l := range strings.Split(string(body), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || (f[0] != name && !strings.HasPrefix(f[0], name+"{")) {
+			continue
+		}
+		match := true
+		for _, s := range labelSub {
+			if !strings.Contains(f[0], s) {
+				match = false
+			}
+		}
+		if match {
+			var v float64
+			fmt.Sscan(f[1], &v)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// applier creates the objects of YAML manifests through the dynamic client.
+type applier struct {
+	t      *testing.T
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+}
+
+func newApplier(t *testing.T, env *kubetest.Env) *applier {
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &applier{t: t, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
+}
+
+// apply creates (or updates) every document of raw; objects without a
+// namespace go to ns when namespaced.
+func (a *applier) apply(raw, ns string) {
+	a.t.Helper()
+	for i, doc := range strings.Split(raw, "\n---") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			a.t.Fatalf("document %d: %v", i, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		a.applyObject(obj, ns)
+	}
+}
+
+func (a *applier) applyObject(obj *unstructured.Unstructured, ns string) {
+	a.t.Helper()
+	gvk := obj.GroupVersionKind()
+	var m *meta.RESTMapping
+	waitUntil(a.t, "REST mapping of "+gvk.String(), func() error {
+		var err error
+		if m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			a.mapper.Reset()
+		}
+		return err
+	})
+	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(ns)
+		}
+		ri = a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
+	}
+	ctx := context.Background()
+	_, err := ri.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		cur, gerr := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			a.t.Fatal(gerr)
+		}
+		obj.SetResourceVersion(cur.GetResourceVersion())
+		_, err = ri.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		a.t.Fatalf("apply %s %s/%s: %v", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+}
+
+// istioCRDs returns istio.io/api's CRD manifest (the module in go.mod).
+func istioCRDs(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "istio.io/api").Output()
+	if err != nil {
+		t.Fatalf("locate istio.io/api (go list -m): %v", err)
+	}
+	raw, err := os.ReadFile(strings.TrimSpace(string(out)) + "/kubernetes/customresourcedefinitions.gen.yaml")
+	if err != nil {
+		t.Fatalf("istio CRDs: %v", err)
+	}
+	return string(raw)
+}
+
+// installCRDs applies Istio's CRDs and waits until networking.istio.io/v1
+// and security.istio.io/v1 are served.
+func installCRDs(t *testing.T, env *kubetest.Env, a *applier) {
+	t.Helper()
+	a.apply(istioCRDs(t), "")
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gv := range []schema.GroupVersion{{Group: "networking.istio.io", Version: "v1"}, {Group: "security.istio.io", Version: "v1"}} {
+		waitUntil(t, gv.String()+" served", func() error {
+			_, err := dc.ServerResourcesForGroupVersion(gv.String())
+			return err
+		})
+	}
+	a.mapper.Reset()
+}
+
+var errNotYet = errors.New("not yet")
+
+// testLogger logs JSON lines at info to the test's output and, when set, to logs.
+func testLogger(t *testing.T, logs io.Writer) *slog.Logger {
+	var w io.Writer = t.Output()
+	if logs != nil {
+		w = io.MultiWriter(logs, w)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
