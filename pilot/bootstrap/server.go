@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -208,5 +209,11 @@ func (s *Server) httpMux() *http.ServeMux {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	s.discovery.RegisterDebug(mux)
+	// Go profiles, where istiod serves them too (go tool pprof http://HOST:8080/debug/pprof/profile).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Reproduces BENCHMARKS.md's pilot-load figures: the issue's workload
+# (500 ServiceEntries x 5 endpoints, 500 proxies on CDS+EDS, 5 changes),
+# a fresh discovery server per run, file mode.
+#
+#   hack/load-bench.sh delta 3      # 3 runs, Delta
+#   hack/load-bench.sh sotw 3       # 3 runs, SotW
+#   PROXIES=5000 SERVICES=1000 hack/load-bench.sh delta 1
+#   PROFILE=1 hack/load-bench.sh delta 1   # also a 20 s CPU profile during the changes
+#
+# JSON reports land in $OUT (default /tmp/meshpilot-load/results).
+set -euo pipefail
+mode=${1:?usage: load-bench.sh delta|sotw RUNS}
+runs=${2:-3}
+services=${SERVICES:-500}
+endpoints=${ENDPOINTS:-5}
+proxies=${PROXIES:-500}
+conns=${CONNS:-10}
+changes=${CHANGES:-5}
+out=${OUT:-/tmp/meshpilot-load/results}
+cd "$(dirname "$0")/.."
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/" ./cmd/pilot-discovery ./cmd/pilot-load
+mkdir -p "$out"
+flag=--delta
+[ "$mode" = sotw ] && flag=
+for run in $(seq 1 "$runs"); do
+  work=$(mktemp -d)
+  "$bin/pilot-load" gen --services "$services" --endpoints "$endpoints" --format serviceentry --namespaces 10 --out "$work/config"
+  "$bin/pilot-discovery" discovery --configDir "$work/config" --meshConfig "$work/none" \
+    --grpcAddr 127.0.0.1:25010 --httpAddr 127.0.0.1:25080 --monitoringAddr 127.0.0.1:25014 \
+    --log_output_level default:warn 2> "$work/discovery.log" &
+  pid=$!
+  until curl -sf 127.0.0.1:25080/ready >/dev/null; do
+    kill -0 "$pid" || { cat "$work/discovery.log"; exit 1; }
+    sleep 0.2
+  done
+  if [ -n "${PROFILE:-}" ]; then
+    (sleep 25; curl -s -o "$out/$mode-$run.cpu.pprof" "127.0.0.1:25080/debug/pprof/profile?seconds=20") &
+  fi
+  json="$out/$mode-p$proxies-s$services-$run.json"
+  "$bin/pilot-load" run --xds 127.0.0.1:25010 --proxies "$proxies" --conns "$conns" $flag --types cds,eds \
+    --namespaces 10 --changes "$changes" --change-dir "$work/config" --pid "$pid" --json "$json" --timeout 2m
+  kill "$pid"; wait "$pid" || true
+  rm -rf "$work"
+  echo "run $run: $json"
+done
