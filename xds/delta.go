@@ -92,6 +92,22 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 		c.watches[typeURL] = ws
 	}
 	nonceSent, versionSent := ws.nonceSent, ws.versionSent
+	// Names this request adds to a by-name watch: a response about them
+	// alone answers it (Envoy adding one EDS cluster must not cost a
+	// regeneration of every assignment it already holds).
+	var added map[string]struct{}
+	if !first && !ws.watched.Wildcard && len(req.GetResourceNamesUnsubscribe()) == 0 {
+		for _, n := range req.GetResourceNamesSubscribe() {
+			if n == "*" {
+				added = nil
+				break
+			}
+			if added == nil {
+				added = map[string]struct{}{}
+			}
+			added[intern(n)] = struct{}{}
+		}
+	}
 	changed := applyDeltaSubscription(ws, req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
 	c.mu.Unlock()
 
@@ -109,7 +125,7 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 		return nil
 	}
 	push := c.s.PushContext()
-	return c.sendDelta(stream, typeURL, push, proxyRequest(push), true)
+	return c.sendDelta(stream, typeURL, push, proxyRequest(push), true, added)
 }
 
 // applyDeltaSubscription updates ws with subscribed and unsubscribed names
@@ -148,7 +164,7 @@ func (c *Connection) pushDelta(stream deltaStream, req *model.PushRequest) error
 		if !c.typeAffected(typeURL, req) {
 			continue
 		}
-		if err := c.sendDelta(stream, typeURL, req.Push, req, false); err != nil {
+		if err := c.sendDelta(stream, typeURL, req.Push, req, false, nil); err != nil {
 			return err
 		}
 	}
@@ -210,8 +226,9 @@ func versionNumber(v string) uint64 {
 // sendDelta generates typeURL and sends what changed since the last response
 // to this stream: changed resources, and removed ones (gone from a wildcard
 // watch, subscribed but absent, or unsubscribed). With force it answers even
-// when nothing changed (a request always gets a response).
-func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.PushContext, req *model.PushRequest, force bool) error {
+// when nothing changed (a request always gets a response). A non-nil only
+// confines generation and comparison to those subscribed names.
+func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.PushContext, req *model.PushRequest, force bool, only map[string]struct{}) error {
 	start := time.Now()
 	gen := c.generator(typeURL)
 	c.mu.Lock()
@@ -232,7 +249,10 @@ func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.P
 			res, err = pg.GenerateServices(c.proxy, push, &ws.watched, hosts)
 		}
 	}
-	if hosts == nil {
+	switch {
+	case only != nil:
+		res, err = gen.Generate(c.proxy, push, &model.WatchedResource{TypeURL: typeURL, ResourceNames: only}, req)
+	case hosts == nil:
 		res, err = gen.Generate(c.proxy, push, &ws.watched, req)
 	}
 	if err != nil {
@@ -241,6 +261,10 @@ func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.P
 		return nil
 	}
 	inScope := func(name string) bool {
+		if only != nil {
+			_, ok := only[name]
+			return ok
+		}
 		if hosts == nil {
 			return true
 		}
@@ -314,8 +338,12 @@ func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.P
 		RemovedResources:  removed,
 		Nonce:             newNonce(),
 	}
+	if !c.awaitFlow(stream.Context(), size) {
+		return errShutdown
+	}
 	sendStart := time.Now()
 	if err := stream.Send(resp); err != nil {
+		c.releaseFlow()
 		c.countError(typeURL, "senderr")
 		return fmt.Errorf("sending delta %s to %s: %w", model.ShortType(typeURL), c.id, err)
 	}

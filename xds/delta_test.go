@@ -136,3 +136,30 @@ func TestDeltaInitialResourceVersionsSuppressUnchanged(t *testing.T) {
 		t.Fatalf("reconnect removed %v", r2.GetRemovedResources())
 	}
 }
+
+// Adding a name to a by-name watch is answered about that name alone: the
+// names already held are neither resent nor reported removed, and stay
+// subscribed.
+func TestDeltaAddedSubscriptionAnsweredAlone(t *testing.T) {
+	h := newHarness(t, true)
+	c, r := initialDeltaCDS(h, "pod1", nil)
+	c.send(deltaACK(r))
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: model.EndpointType, ResourceNamesSubscribe: []string{clusterA}})
+	e := c.recv(model.EndpointType)
+	if got := deltaNames(e); !slices.Equal(got, []string{clusterA}) {
+		t.Fatalf("first subscription answered %v", got)
+	}
+	c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: model.EndpointType, ResponseNonce: e.GetNonce(), ResourceNamesSubscribe: []string{clusterB}})
+	b := c.recv(model.EndpointType)
+	if got := deltaNames(b); !slices.Equal(got, []string{clusterB}) || len(b.GetRemovedResources()) != 0 {
+		t.Fatalf("added subscription answered %v removed %v", got, b.GetRemovedResources())
+	}
+	c.send(deltaACK(b))
+	hostA := "a.default.svc.cluster.local"
+	h.env.Endpoints.Update("k8s", hostA, []*model.Endpoint{{Address: "10.1.0.9", Port: 80, ServicePortName: "http"}})
+	h.s.ConfigUpdate(model.NewPushRequest(false, model.ReasonEndpointUpdate, model.ConfigKey{Kind: model.KindEndpoints, Name: hostA}))
+	p := c.recv(model.EndpointType)
+	if got := deltaNames(p); !slices.Equal(got, []string{clusterA}) {
+		t.Fatalf("the first name is no longer watched: push sent %v", got)
+	}
+}
