@@ -51,8 +51,11 @@ type Client struct {
 	responses map[string]int                   // type → responses received
 	nacks     map[string]int
 	wanted    map[string][]string // dependent type → names its parent referenced
-	bytes     int64
-	changed   chan struct{} // closed and replaced on every change
+	// refs[type][name] are the dependent names one CDS or LDS resource
+	// references, decoded once when the resource arrives.
+	refs    map[string]map[string][]string
+	bytes   int64
+	changed chan struct{} // closed and replaced on every change
 }
 
 // New returns a client; Run starts it.
@@ -68,6 +71,7 @@ func New(cfg Config) *Client {
 		responses: map[string]int{},
 		nacks:     map[string]int{},
 		wanted:    map[string][]string{},
+		refs:      map[string]map[string][]string{},
 		changed:   make(chan struct{}),
 	}
 }
@@ -97,12 +101,15 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 	c.mu.Lock()
 	if replace || c.resources[typeURL] == nil {
 		c.resources[typeURL] = map[string]*anypb.Any{}
+		c.refs[typeURL] = map[string][]string{}
 	}
 	for n, r := range add {
 		c.resources[typeURL][n] = r
+		c.refs[typeURL][n] = referencedNames(typeURL, n, r)
 	}
 	for _, n := range removed {
 		delete(c.resources[typeURL], n)
+		delete(c.refs[typeURL], n)
 	}
 	c.responses[typeURL]++
 	c.bytes += int64(size)
@@ -132,42 +139,54 @@ func (c *Client) recordNACK(typeURL string) {
 }
 
 // dependentsLocked returns the EDS names CDS asked for and the RDS names LDS
-// asked for.
+// asked for, from the references recorded as resources arrived.
 // The caller holds c.mu.
 func (c *Client) dependentsLocked(typeURL string) (string, []string) {
-	var out []string
+	var dep string
 	switch typeURL {
 	case model.ClusterType:
-		for name, a := range c.resources[typeURL] {
-			cl := &clusterv3.Cluster{}
-			if a.UnmarshalTo(cl) != nil || cl.GetType() != clusterv3.Cluster_EDS {
-				continue
-			}
-			if sn := cl.GetEdsClusterConfig().GetServiceName(); sn != "" {
-				name = sn
-			}
-			out = append(out, name)
-		}
-		sort.Strings(out)
-		return model.EndpointType, out
+		dep = model.EndpointType
 	case model.ListenerType:
-		seen := map[string]bool{}
-		for _, a := range c.resources[typeURL] {
-			l := &listenerv3.Listener{}
-			if a.UnmarshalTo(l) != nil {
-				continue
-			}
-			for _, rds := range routeNames(l) {
-				if !seen[rds] {
-					seen[rds] = true
-					out = append(out, rds)
-				}
+		dep = model.RouteType
+	default:
+		return "", nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, names := range c.refs[typeURL] {
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
 			}
 		}
-		sort.Strings(out)
-		return model.RouteType, out
 	}
-	return "", nil
+	sort.Strings(out)
+	return dep, out
+}
+
+// referencedNames decodes what one resource asks for next: an EDS
+// cluster's assignment name, or the route configs a listener's HTTP
+// connection managers name.
+func referencedNames(typeURL, name string, a *anypb.Any) []string {
+	switch typeURL {
+	case model.ClusterType:
+		cl := &clusterv3.Cluster{}
+		if a.UnmarshalTo(cl) != nil || cl.GetType() != clusterv3.Cluster_EDS {
+			return nil
+		}
+		if sn := cl.GetEdsClusterConfig().GetServiceName(); sn != "" {
+			name = sn
+		}
+		return []string{name}
+	case model.ListenerType:
+		l := &listenerv3.Listener{}
+		if a.UnmarshalTo(l) != nil {
+			return nil
+		}
+		return routeNames(l)
+	}
+	return nil
 }
 
 func routeNames(l *listenerv3.Listener) []string {
