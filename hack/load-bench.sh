@@ -6,7 +6,7 @@
 #   hack/load-bench.sh delta 3      # 3 runs, Delta
 #   hack/load-bench.sh sotw 3       # 3 runs, SotW
 #   PROXIES=5000 SERVICES=1000 hack/load-bench.sh delta 1
-#   PROFILE=1 hack/load-bench.sh delta 1   # also a 20 s CPU profile during the changes
+#   PROFILE=1 CHANGES=30 hack/load-bench.sh delta 1   # CPU profile (PROFILE_SECONDS, default 10) from PROFILE_DELAY (3) s after ready
 #
 # JSON reports land in $OUT (default /tmp/meshpilot-load/results).
 set -euo pipefail
@@ -37,7 +37,7 @@ for run in $(seq 1 "$runs"); do
     sleep 0.2
   done
   if [ -n "${PROFILE:-}" ]; then
-    (sleep 25; curl -s -o "$out/$mode-$run.cpu.pprof" "127.0.0.1:25080/debug/pprof/profile?seconds=20") &
+    (sleep "${PROFILE_DELAY:-3}"; curl -s -o "$out/$mode-$run.cpu.pprof" "127.0.0.1:25080/debug/pprof/profile?seconds=${PROFILE_SECONDS:-10}") &
   fi
   json="$out/$mode-p$proxies-s$services-$run.json"
   "$bin/pilot-load" run --xds 127.0.0.1:25010 --proxies "$proxies" --conns "$conns" $flag --types cds,eds \

@@ -45,6 +45,11 @@ type Connection struct {
 
 	mu      sync.Mutex
 	watches map[string]*watchState
+
+	// flow is the in-flight reservation of the last response sent, and flowNonce
+	// its nonce (flow.go); only the stream goroutine touches them.
+	flow      *flowReservation
+	flowNonce string
 }
 
 // pushEvent is one push handed to a connection; done closes when it was sent.
@@ -122,6 +127,7 @@ func (s *DiscoveryServer) connect(node *corev3.Node, delta bool) (*Connection, e
 
 // disconnect unregisters c and releases any push worker waiting on it.
 func (s *DiscoveryServer) disconnect(c *Connection) {
+	c.releaseFlow()
 	close(c.stopped)
 	s.removeConnection(c)
 	c.log.Info("proxy disconnected")
@@ -222,6 +228,7 @@ func newNonce() string { return rand.Text() }
 
 // recordNACK stores a rejection and counts it; mu must not be held.
 func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
+	c.answeredFlow(nonce)
 	c.mu.Lock()
 	ws.nackError, ws.nackAt = msg, time.Now()
 	c.mu.Unlock()
@@ -233,6 +240,7 @@ func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
 
 // recordACK stores an acceptance; mu must not be held.
 func (c *Connection) recordACK(ws *watchState, nonce, version string) {
+	c.answeredFlow(nonce)
 	c.mu.Lock()
 	ws.ackedNonce, ws.ackedVersion, ws.ackedAt = nonce, version, time.Now()
 	c.mu.Unlock()
@@ -248,6 +256,7 @@ func (c *Connection) recordStale(typeURL, nonce string) {
 
 // recordSent updates the state and metrics after a response was sent.
 func (c *Connection) recordSent(ws *watchState, typeURL, nonce, version string, size int, start, sendStart time.Time) {
+	c.sentFlow(nonce)
 	now := time.Now()
 	c.mu.Lock()
 	ws.nonceSent, ws.versionSent, ws.sentAt = nonce, version, now

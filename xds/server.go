@@ -13,6 +13,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -42,6 +43,9 @@ type Options struct {
 	EnableEDSDebounce bool
 	// PushThrottle is PILOT_PUSH_THROTTLE: proxies pushed concurrently.
 	PushThrottle int
+	// MaxInflightBytes bounds the bytes of responses sent and not yet
+	// ACKed or NACKed (flow control, flow.go); default 16 MiB.
+	MaxInflightBytes int64
 }
 
 // DefaultOptions returns Istio's defaults (no logger or metrics).
@@ -79,6 +83,12 @@ type DiscoveryServer struct {
 
 	// cache is env.Cache, shared by generators through the PushContext.
 	cache *model.XDSCache
+
+	// inflight is the byte budget of responses sent and not yet answered
+	// (flow.go); stopCtx is cancelled when Run returns.
+	inflight      *semaphore.Weighted
+	stopCtx       context.Context
+	stopCtxCancel context.CancelFunc
 }
 
 // NewDiscoveryServer creates a server over env that serves what gens generate.
@@ -96,6 +106,9 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 	if opts.PushThrottle <= 0 {
 		opts.PushThrottle = DefaultPushThrottle
 	}
+	if opts.MaxInflightBytes <= 0 {
+		opts.MaxInflightBytes = inflightBudget
+	}
 	s := &DiscoveryServer{
 		env:     env,
 		gens:    gens,
@@ -105,7 +118,10 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 		queue:   pushqueue.New[*Connection](),
 		conns:   map[string]*Connection{},
 		stopped: make(chan struct{}),
+
+		inflight: semaphore.NewWeighted(opts.MaxInflightBytes),
 	}
+	s.stopCtx, s.stopCtxCancel = context.WithCancel(context.Background())
 	if env.Cache == nil {
 		env.Cache = model.NewXDSCache(cacheOptions(opts.Metrics))
 	}
@@ -143,7 +159,10 @@ func (s *DiscoveryServer) Run(ctx context.Context) error {
 		wg.Go(func() { s.pushWorker(ctx) })
 	}
 	<-ctx.Done()
-	s.stopOnce.Do(func() { close(s.stopped) })
+	s.stopOnce.Do(func() {
+		close(s.stopped)
+		s.stopCtxCancel()
+	})
 	wg.Wait()
 	return nil
 }

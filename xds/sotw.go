@@ -182,8 +182,12 @@ func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.Pus
 		TypeUrl:     typeURL,
 		Nonce:       newNonce(),
 	}
+	if !c.awaitFlow(stream.Context(), size) {
+		return errShutdown
+	}
 	sendStart := time.Now()
 	if err := stream.Send(resp); err != nil {
+		c.releaseFlow()
 		c.countError(typeURL, "senderr")
 		return fmt.Errorf("sending %s to %s: %w", model.ShortType(typeURL), c.id, err)
 	}

@@ -140,6 +140,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	monMux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	monSrv := &http.Server{Handler: monMux, ReadHeaderTimeout: 10 * time.Second}
 	s.grpcServer = grpc.NewServer(
+		grpc.ForceServerCodecV2(xds.NewCodec()),
 		grpc.MaxConcurrentStreams(100000),
 		grpc.MaxRecvMsgSize(4<<20),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
