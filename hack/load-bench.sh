@@ -23,8 +23,11 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/" ./cmd/pilot-discovery ./cmd/pilot-load
 mkdir -p "$out"
-flag=--delta
-[ "$mode" = sotw ] && flag=
+case "$mode" in
+  delta) flag=--delta ;;
+  sotw) flag=--sotw ;;
+  *) echo "mode must be delta or sotw" >&2; exit 2 ;;
+esac
 for run in $(seq 1 "$runs"); do
   work=$(mktemp -d)
   "$bin/pilot-load" gen --services "$services" --endpoints "$endpoints" --format serviceentry --namespaces 10 --out "$work/config"

@@ -81,6 +81,11 @@ type watchState struct {
 	sent map[string]uint64
 	// hostIndex caches hosts(); reset whenever the subscription changes.
 	hostIndex map[string]struct{}
+	// sentDigest and sentCount (SotW only) identify the set last sent
+	// (sum of resourceDigest), so a push that changes nothing for this
+	// type sends nothing.
+	sentDigest uint64
+	sentCount  int
 	// pendingRemoved (Delta only) are unsubscribed names to report removed.
 	pendingRemoved []string
 }

@@ -78,7 +78,7 @@ func mustAny(m proto.Message) *anypb.Any {
 // cdsGen makes one EDS cluster per service port; prefix marks the table it came from.
 type cdsGen struct{ prefix string }
 
-func (g cdsGen) Generate(_ *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+func (g cdsGen) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	var out model.Resources
 	for _, svc := range push.Services() {
 		for _, p := range svc.Ports {
@@ -93,6 +93,11 @@ func (g cdsGen) Generate(_ *model.Proxy, push *model.PushContext, w *model.Watch
 				EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
 					EdsConfig: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}},
 				},
+			}
+			// The DestinationRule the proxy sees shows in the cluster, so
+			// a rule's reach is visible in what each proxy is sent.
+			if dr := push.DestinationRule(proxy.ConfigNamespace(), svc); dr != nil {
+				c.AltStatName = dr.Namespace + "/" + dr.Name
 			}
 			out = append(out, &discovery.Resource{Name: name, Resource: mustAny(c)})
 		}

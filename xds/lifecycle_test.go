@@ -159,9 +159,28 @@ func TestPushOrderCDSBeforeEDS(t *testing.T) {
 	c.recvType(model.EndpointType)
 	c.send(&discovery.DiscoveryRequest{TypeUrl: model.ClusterType})
 	c.recvType(model.ClusterType)
+	// A change to both types: a new service and a's endpoints.
+	h.reg.set(service("a", 80), service("b", 80), service("d", 80))
+	h.env.Endpoints.Update("k8s", "a.default.svc.cluster.local", []*model.Endpoint{{Address: "10.9.0.1", Port: 80, ServicePortName: "http"}})
 	h.fullPush()
 	c.recvType(model.ClusterType)
 	c.recvType(model.EndpointType)
+}
+
+// A SotW push resends only the types whose content changed for the proxy.
+func TestSotWPushSkipsUnchangedTypes(t *testing.T) {
+	h := newHarness(t, true)
+	c := h.sotw()
+	c.send(&discovery.DiscoveryRequest{Node: testNode("pod1", nil), TypeUrl: model.ClusterType})
+	c.send(ack(c.recvType(model.ClusterType)))
+	c.send(&discovery.DiscoveryRequest{TypeUrl: model.EndpointType, ResourceNames: []string{clusterA}})
+	c.send(ack(c.recvType(model.EndpointType), clusterA))
+	// Only a's endpoints change, in a full push: EDS is sent, CDS is not.
+	h.env.Endpoints.Update("k8s", "a.default.svc.cluster.local", []*model.Endpoint{{Address: "10.9.0.2", Port: 80, ServicePortName: "http"}})
+	h.fullPush()
+	if r := c.recv(); r.GetTypeUrl() != model.EndpointType {
+		t.Fatalf("first response after the push is %s, want EDS only", r.GetTypeUrl())
+	}
 }
 
 func TestGeneratorTableAndOrder(t *testing.T) {

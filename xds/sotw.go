@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -142,7 +143,7 @@ func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest) error {
 		if !c.typeAffected(typeURL, req) {
 			continue
 		}
-		if err := c.sendSotW(stream, typeURL, req.Push, req); err != nil {
+		if err := c.pushSotWType(stream, typeURL, req.Push, req); err != nil {
 			return err
 		}
 	}
@@ -153,6 +154,19 @@ func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest) error {
 // sendSotW generates typeURL and sends it. A generator error is logged and
 // counted and nothing is sent; a send error ends the stream.
 func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest) error {
+	return c.sendSotWIf(stream, typeURL, push, req, false)
+}
+
+// pushSotWType is sendSotW for a push: when the regenerated set is the one
+// the client already holds (same names, same versions), nothing is sent.
+// SotW must resend a whole type when any of it changes, but not a type the
+// change left alone (a new service's push leaves every existing endpoint
+// assignment as it was).
+func (c *Connection) pushSotWType(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest) error {
+	return c.sendSotWIf(stream, typeURL, push, req, true)
+}
+
+func (c *Connection) sendSotWIf(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest, onlyIfChanged bool) error {
 	start := time.Now()
 	gen := c.generator(typeURL)
 	c.mu.Lock()
@@ -169,11 +183,19 @@ func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.Pus
 	}
 	anys := make([]*anypb.Any, 0, len(res))
 	size := 0
+	var digest uint64
 	for _, r := range res {
 		if r.GetResource() != nil {
 			anys = append(anys, r.GetResource())
 			size += len(r.GetResource().GetValue())
+			digest += resourceDigest(r)
 		}
+	}
+	c.mu.Lock()
+	unchanged := ws.nonceSent != "" && ws.sentDigest == digest && ws.sentCount == len(anys)
+	c.mu.Unlock()
+	if onlyIfChanged && unchanged {
+		return nil
 	}
 	ws.responses++
 	resp := &discovery.DiscoveryResponse{
@@ -191,8 +213,25 @@ func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.Pus
 		c.countError(typeURL, "senderr")
 		return fmt.Errorf("sending %s to %s: %w", model.ShortType(typeURL), c.id, err)
 	}
+	c.mu.Lock()
+	ws.sentDigest, ws.sentCount = digest, len(anys)
+	c.mu.Unlock()
 	c.recordSent(ws, typeURL, resp.GetNonce(), resp.GetVersionInfo(), size, start, sendStart)
 	return nil
+}
+
+// resourceDigest hashes a resource's name and version; summed over a set it
+// identifies the set whatever the order generators emit it in.
+func resourceDigest(r *discovery.Resource) uint64 {
+	v := r.GetVersion()
+	if v == "" {
+		v = model.ResourceVersion(r.GetResource().GetValue())
+	}
+	h := fnv.New64a()
+	h.Write([]byte(r.GetName()))
+	h.Write([]byte{0})
+	h.Write([]byte(v))
+	return h.Sum64()
 }
 
 // sortedNames returns the names of a set, sorted.
