@@ -38,6 +38,11 @@ testenv:
 crds:
 	hack/update-crds.sh
 
+## load: the issue-3 workload with pilot-load, 3 runs each of Delta and SotW (see BENCHMARKS.md).
+load:
+	hack/load-bench.sh delta 3
+	hack/load-bench.sh sotw 3
+
 chart-lint: testenv
 	eval "$$(hack/testenv.sh env)" && $$MESHPILOT_HELM lint --strict --kube-version v1.36.3 charts/meshpilot
 
