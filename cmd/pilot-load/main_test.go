@@ -2,18 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/load/sim"
 )
@@ -89,21 +86,9 @@ func TestRunAgainstDiscovery(t *testing.T) {
 	if _, _, err := execute(t, "gen", "--services", "5", "--endpoints", "2", "--out", dir); err != nil {
 		t.Fatal(err)
 	}
-	opts := bootstrap.DefaultOptions()
-	opts.ConfigDir, opts.MeshConfigFile = dir, ""
-	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
-	opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
+	opts := bootstraptest.Options(t)
+	opts.ConfigDir = dir
+	srv := bootstraptest.Start(t, opts)
 
 	report := filepath.Join(t.TempDir(), "report.json")
 	out, stderr, err := execute(t, "run", "--xds", srv.GRPCListenAddr(), "--proxies", "6", "--conns", "2", "--sotw",

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
@@ -51,30 +51,9 @@ func startBookinfo(t *testing.T) (*bootstrap.Server, *file.Snapshot) {
 
 func startServer(t *testing.T, dir string) *bootstrap.Server {
 	t.Helper()
-	opts := bootstrap.DefaultOptions()
+	opts := bootstraptest.Options(t)
 	opts.ConfigDir = dir
-	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.DebounceAfter = 10 * time.Millisecond
-	opts.DebounceMax = time.Second
-	opts.Log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
-	return srv
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+	return bootstraptest.Start(t, opts)
 }
 
 func copyDir(t *testing.T, from, to string) {

@@ -18,6 +18,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -75,20 +76,11 @@ func TestBadDocumentKeepsLastGoodAndReloadRecovers(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo"), dir)
 	logs := &lockedBuffer{}
-	opts := bootstrap.DefaultOptions()
+	opts := bootstraptest.Options(t)
 	opts.ConfigDir = dir
-	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
-	opts.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
+	opts.Log = bootstraptest.Logger(t, slog.LevelInfo, logs)
+	srv := bootstraptest.Start(t, opts)
+	ctx := t.Context()
 
 	for _, delta := range []bool{false, true} {
 		c := runClient(t, dial(t, srv.GRPCListenAddr()), adsc.Config{Node: sidecarNode(t, "productpage-v1", "default", "10.244.0.99", map[string]string{"app": "productpage"}), Delta: delta})

@@ -20,6 +20,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -201,22 +202,10 @@ func decodeAll(t *testing.T, in map[string]*anypb.Any) map[string]any {
 
 func startFileServer(t *testing.T, dir string) *bootstrap.Server {
 	t.Helper()
-	opts := bootstrap.DefaultOptions()
+	opts := bootstraptest.Options(t)
 	opts.ConfigDir = dir
-	opts.MeshConfigFile = ""
-	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	opts.Log = testLogger(t, nil)
-	srv, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
-	return srv
+	return bootstraptest.Start(t, opts)
 }
 
 // withoutAPIServer drops the clusters of the kubernetes.default Service.

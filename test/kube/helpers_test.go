@@ -36,6 +36,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -62,30 +63,13 @@ func (b *lockedBuffer) String() string {
 func startKubeServer(t *testing.T, env *kubetest.Env, mutate func(*bootstrap.Options)) (*bootstrap.Server, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
-	opts := bootstrap.DefaultOptions()
+	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
-	opts.MeshConfigFile = ""
-	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
 	opts.Log = testLogger(t, logs)
 	if mutate != nil {
 		mutate(&opts)
 	}
-	srv, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	// Start returns once the caches synced; give up after a minute.
-	timer := time.AfterFunc(60*time.Second, cancel)
-	err = srv.Start(ctx)
-	timer.Stop()
-	if err != nil {
-		cancel()
-		srv.Wait()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
+	srv := bootstraptest.Start(t, opts)
 	if !srv.Discovery().Ready() {
 		t.Fatal("server returned from Start without being ready")
 	}
@@ -342,9 +326,5 @@ var errNotYet = errors.New("not yet")
 
 // testLogger logs JSON lines at info to the test's output and, when set, to logs.
 func testLogger(t *testing.T, logs io.Writer) *slog.Logger {
-	var w io.Writer = t.Output()
-	if logs != nil {
-		w = io.MultiWriter(logs, w)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return bootstraptest.Logger(t, slog.LevelInfo, logs)
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
-	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/load/workload"
 )
 
@@ -80,22 +80,9 @@ func TestSmokeKubeMode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := bootstrap.DefaultOptions()
+	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
-	opts.MeshConfigFile = ""
-	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
-	opts.Log = testLogger(t, slog.LevelWarn)
-	srv, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
+	srv := bootstraptest.Start(t, opts)
 
 	cfg := DefaultConfig()
 	cfg.Addr = srv.GRPCListenAddr()

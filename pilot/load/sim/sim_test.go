@@ -2,50 +2,27 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/load/workload"
 )
 
 // startDiscovery serves dir with our discovery server in-process.
 func startDiscovery(t *testing.T, dir string) *bootstrap.Server {
 	t.Helper()
-	opts := bootstrap.DefaultOptions()
+	opts := bootstraptest.Options(t)
 	opts.ConfigDir = dir
-	opts.MeshConfigFile = ""
-	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.DebounceAfter = 10 * time.Millisecond
-	opts.DebounceMax = time.Second
-	opts.Log = testLogger(t, slog.LevelWarn)
-	srv, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := srv.Start(ctx); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
-	return srv
+	return bootstraptest.Start(t, opts)
 }
 
 func testLogger(t *testing.T, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+	return bootstraptest.Logger(t, level, nil)
 }
 
 // TestSmokeFileMode runs 20 SotW and 20 Delta proxies against a generated

@@ -1,0 +1,57 @@
+// Package bootstraptest runs a real discovery server in-process for tests:
+// the whole pipeline, on loopback ports the kernel picks.
+package bootstraptest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+)
+
+// Options returns server options for a test: every listener on
+// 127.0.0.1:0, no mesh config file (defaults), a 10 ms debounce, and warn
+// logs in the test's output. Set ConfigDir or KubeRestConfig, then Start.
+func Options(t testing.TB) bootstrap.Options {
+	opts := bootstrap.DefaultOptions()
+	opts.MeshConfigFile = ""
+	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
+	opts.Log = Logger(t, slog.LevelWarn, nil)
+	return opts
+}
+
+// Start builds and starts a server from opts and returns once it is ready
+// (Kubernetes mode: caches synced; it gives up after a minute). The server
+// is stopped, and waited for, when the test ends.
+func Start(t testing.TB, opts bootstrap.Options) *bootstrap.Server {
+	t.Helper()
+	srv, err := bootstrap.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	timer := time.AfterFunc(time.Minute, cancel)
+	err = srv.Start(ctx)
+	timer.Stop()
+	if err != nil {
+		cancel()
+		srv.Wait()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.Wait() })
+	return srv
+}
+
+// Logger returns a JSON logger at level writing to the test's output and,
+// when also is not nil, to also (for tests that read the logs).
+func Logger(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
+	w := t.Output()
+	if also != nil {
+		w = io.MultiWriter(also, w)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
