@@ -21,50 +21,10 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 // version is model.ResourceVersion of its marshalled Any (the generators
 // and the resource cache compute it once per resource, not per proxy), so a
 // reconnecting client's initial_resource_versions are compared by content.
-func (s *DiscoveryServer) streamDelta(stream deltaStream) (err error) {
-	if err := s.accepting(); err != nil {
-		return err
-	}
-	defer s.recoverStream(&err)
-	ctx := stream.Context()
-	first, err := stream.Recv()
-	if err != nil {
-		return streamEnd(err)
-	}
-	c, err := s.connect(first.GetNode(), true)
-	if err != nil {
-		s.log.Warn("xDS delta stream refused", "error", err)
-		return err
-	}
-	defer s.disconnect(c)
-
-	reqs := make(chan *discovery.DeltaDiscoveryRequest)
-	errs := make(chan error, 1)
-	go receive(ctx, stream.Recv, reqs, errs)
-
-	if err := c.handleDelta(stream, first); err != nil {
-		return err
-	}
-	for {
-		select {
-		case req := <-reqs:
-			if err := c.handleDelta(stream, req); err != nil {
-				return err
-			}
-		case ev := <-c.pushes:
-			err := c.pushDelta(stream, ev.req)
-			close(ev.done)
-			if err != nil {
-				return err
-			}
-		case err := <-errs:
-			return streamEnd(err)
-		case <-ctx.Done():
-			return nil
-		case <-s.stopped:
-			return errShutdown
-		}
-	}
+func (s *DiscoveryServer) streamDelta(stream deltaStream) error {
+	return serveStream(s, stream.Context(), stream.Recv, true,
+		func(c *Connection, req *discovery.DeltaDiscoveryRequest) error { return c.handleDelta(stream, req) },
+		func(c *Connection, req *model.PushRequest) error { return c.pushDelta(stream, req) })
 }
 
 // handleDelta applies one request: ACK/NACK by response_nonce, then any

@@ -22,50 +22,10 @@ type sotwStream = grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery
 // Versions: version_info is "<PushContext.Version>/<n>", n counting this
 // connection's responses of the type, so every response has a new version
 // and the snapshot it came from is visible.
-func (s *DiscoveryServer) streamSotW(stream sotwStream) (err error) {
-	if err := s.accepting(); err != nil {
-		return err
-	}
-	defer s.recoverStream(&err)
-	ctx := stream.Context()
-	first, err := stream.Recv()
-	if err != nil {
-		return streamEnd(err)
-	}
-	c, err := s.connect(first.GetNode(), false)
-	if err != nil {
-		s.log.Warn("xDS stream refused", "error", err)
-		return err
-	}
-	defer s.disconnect(c)
-
-	reqs := make(chan *discovery.DiscoveryRequest)
-	errs := make(chan error, 1)
-	go receive(ctx, stream.Recv, reqs, errs)
-
-	if err := c.handleSotW(stream, first); err != nil {
-		return err
-	}
-	for {
-		select {
-		case req := <-reqs:
-			if err := c.handleSotW(stream, req); err != nil {
-				return err
-			}
-		case ev := <-c.pushes:
-			err := c.pushSotW(stream, ev.req)
-			close(ev.done)
-			if err != nil {
-				return err
-			}
-		case err := <-errs:
-			return streamEnd(err)
-		case <-ctx.Done():
-			return nil
-		case <-s.stopped:
-			return errShutdown
-		}
-	}
+func (s *DiscoveryServer) streamSotW(stream sotwStream) error {
+	return serveStream(s, stream.Context(), stream.Recv, false,
+		func(c *Connection, req *discovery.DiscoveryRequest) error { return c.handleSotW(stream, req) },
+		func(c *Connection, req *model.PushRequest) error { return c.pushSotW(stream, req) })
 }
 
 // handleSotW applies one request: initial, stale, NACK or ACK.

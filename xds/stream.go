@@ -1,0 +1,63 @@
+package xds
+
+import (
+	"context"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// request is what SotW and Delta requests have in common for the loop.
+type request interface{ GetNode() *corev3.Node }
+
+// serveStream is the loop both protocols share. The first request names the
+// node (a bad one ends the stream with InvalidArgument); then this goroutine
+// handles, one at a time, the client's requests (read by a separate
+// goroutine) and the pushes the workers hand over, so a stream is only ever
+// written from here. It ends with the stream, the server, or an error.
+func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func() (R, error), delta bool,
+	handle func(*Connection, R) error, push func(*Connection, *model.PushRequest) error) (err error) {
+	if err := s.accepting(); err != nil {
+		return err
+	}
+	defer s.recoverStream(&err)
+	first, err := recv()
+	if err != nil {
+		return streamEnd(err)
+	}
+	c, err := s.connect(first.GetNode(), delta)
+	if err != nil {
+		s.log.Warn("xDS stream refused", "delta", delta, "error", err)
+		return err
+	}
+	defer s.disconnect(c)
+
+	reqs := make(chan R)
+	errs := make(chan error, 1)
+	go receive(ctx, recv, reqs, errs)
+
+	if err := handle(c, first); err != nil {
+		return err
+	}
+	for {
+		select {
+		case req := <-reqs:
+			if err := handle(c, req); err != nil {
+				return err
+			}
+		case ev := <-c.pushes:
+			err := push(c, ev.req)
+			close(ev.done)
+			if err != nil {
+				return err
+			}
+		case err := <-errs:
+			return streamEnd(err)
+		case <-ctx.Done():
+			return nil
+		case <-s.stopped:
+			return errShutdown
+		}
+	}
+}
