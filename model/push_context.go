@@ -26,6 +26,9 @@ type Environment struct {
 	// Cache, when set, holds marshalled resources shared across proxies and
 	// pushes; PushContexts built from the environment hand it to generators.
 	Cache *XDSCache
+
+	// builds numbers the PushContexts built from this environment.
+	builds atomic.Uint64
 }
 
 // RootNamespace is the mesh's config root namespace (default istio-system).
@@ -77,14 +80,12 @@ type PushContext struct {
 	vsSourceLabels bool
 }
 
-var pushVersion atomic.Uint64
-
 // NewPushContext builds a snapshot from env. When prev and req are given,
 // indexes of kinds req does not touch are reused from prev.
 func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *PushContext {
 	now := time.Now()
 	pc := &PushContext{
-		Version:       fmt.Sprintf("%s/%d", now.UTC().Format(time.RFC3339), pushVersion.Add(1)),
+		Version:       fmt.Sprintf("%s/%d", now.UTC().Format(time.RFC3339), env.builds.Add(1)),
 		BuiltAt:       now,
 		Mesh:          env.MeshConfig(),
 		DomainSuffix:  env.DomainSuffix,
