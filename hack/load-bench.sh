@@ -6,6 +6,8 @@
 #   hack/load-bench.sh delta 3      # 3 runs, Delta
 #   hack/load-bench.sh sotw 3       # 3 runs, SotW
 #   PROXIES=5000 SERVICES=1000 hack/load-bench.sh delta 1
+#   KUBE=1 hack/load-bench.sh delta 3      # kube mode: the workload and the markers are ServiceEntries
+#                                          # in a real kube-apiserver (internal/kubetest/cmd/kubeenv)
 #   PROFILE=1 CHANGES=30 hack/load-bench.sh delta 1   # CPU profile (PROFILE_SECONDS, default 10) from PROFILE_DELAY (3) s after ready
 #
 # JSON reports land in $OUT (default /tmp/meshpilot-load/results).
@@ -21,7 +23,10 @@ out=${OUT:-/tmp/meshpilot-load/results}
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-go build -o "$bin/" ./cmd/pilot-discovery ./cmd/pilot-load
+go build -o "$bin/" ./cmd/pilot-discovery ./cmd/pilot-load ./internal/kubetest/cmd/kubeenv
+if [ -n "${KUBE:-}" ]; then
+  eval "$(hack/testenv.sh env)"
+fi
 mkdir -p "$out"
 case "$mode" in
   delta) flag=--delta ;;
@@ -30,8 +35,24 @@ case "$mode" in
 esac
 for run in $(seq 1 "$runs"); do
   work=$(mktemp -d)
-  "$bin/pilot-load" gen --services "$services" --endpoints "$endpoints" --format serviceentry --namespaces 10 --out "$work/config"
-  "$bin/pilot-discovery" discovery --configDir "$work/config" --meshConfig "$work/none" \
+  if [ -n "${KUBE:-}" ]; then
+    "$bin/kubeenv" --crds charts/meshpilot/crds/customresourcedefinitions.gen.yaml \
+      --kubeconfig-out "$work/kubeconfig" 2> "$work/kubeenv.log" &
+    kpid=$!
+    until [ -f "$work/kubeconfig" ]; do
+      kill -0 "$kpid" || { cat "$work/kubeenv.log"; exit 1; }
+      sleep 0.5
+    done
+    "$bin/pilot-load" gen --services "$services" --endpoints "$endpoints" --format serviceentry --namespaces 10 \
+      --apply --kubeconfig "$work/kubeconfig"
+    source_flags=(--kubeconfig "$work/kubeconfig")
+    change_flags=(--change-kube --kubeconfig "$work/kubeconfig")
+  else
+    "$bin/pilot-load" gen --services "$services" --endpoints "$endpoints" --format serviceentry --namespaces 10 --out "$work/config"
+    source_flags=(--configDir "$work/config")
+    change_flags=(--change-dir "$work/config")
+  fi
+  "$bin/pilot-discovery" discovery "${source_flags[@]}" --meshConfig "$work/none" \
     --grpcAddr 127.0.0.1:25010 --httpAddr 127.0.0.1:25080 --monitoringAddr 127.0.0.1:25014 \
     --log_output_level default:warn 2> "$work/discovery.log" &
   pid=$!
@@ -42,10 +63,11 @@ for run in $(seq 1 "$runs"); do
   if [ -n "${PROFILE:-}" ]; then
     (sleep "${PROFILE_DELAY:-3}"; curl -s -o "$out/$mode-$run.cpu.pprof" "127.0.0.1:25080/debug/pprof/profile?seconds=${PROFILE_SECONDS:-10}") &
   fi
-  json="$out/$mode-p$proxies-s$services-$run.json"
+  json="$out/$mode${KUBE:+-kube}-p$proxies-s$services-$run.json"
   "$bin/pilot-load" run --xds 127.0.0.1:25010 --proxies "$proxies" --conns "$conns" $flag --types cds,eds \
-    --namespaces 10 --changes "$changes" --change-dir "$work/config" --pid "$pid" --json "$json" --timeout 2m
+    --namespaces 10 --changes "$changes" "${change_flags[@]}" --pid "$pid" --json "$json" --timeout 2m
   kill "$pid"; wait "$pid" || true
+  if [ -n "${KUBE:-}" ]; then kill "$kpid"; wait "$kpid" || true; fi
   rm -rf "$work"
   echo "run $run: $json"
 done

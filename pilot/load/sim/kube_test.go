@@ -2,18 +2,13 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
@@ -21,41 +16,12 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/load/workload"
 )
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// installIstioCRDs applies the chart's Istio CRDs and waits until the
-// ServiceEntry CRD is established.
-func installIstioCRDs(t *testing.T, c dynamic.Interface) {
+// installIstioCRDs applies the chart's Istio CRDs and waits until they are served.
+func installIstioCRDs(t *testing.T, env *kubetest.Env) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "customresourcedefinitions.gen.yaml"))
-	if err != nil {
+	path := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "customresourcedefinitions.gen.yaml")
+	if err := kubetest.InstallCRDs(t.Context(), env.Config(), path); err != nil {
 		t.Fatalf("Istio CRDs: %v (run `make crds`)", err)
-	}
-	for _, doc := range bytes.Split(raw, []byte("\n---")) {
-		m := map[string]any{}
-		if err := yaml.Unmarshal(doc, &m); err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{Object: m}
-		if u.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		if _, err := c.Resource(crdResource).Apply(t.Context(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "pilot-load-test", Force: true}); err != nil {
-			t.Fatalf("CRD %s: %v", u.GetName(), err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	se := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
-	for {
-		if _, err := c.Resource(se).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("ServiceEntry CRD not served within a minute")
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 
@@ -68,7 +34,7 @@ func TestSmokeKubeMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installIstioCRDs(t, dyn)
+	installIstioCRDs(t, env)
 	objs, err := workload.Generate(workload.Options{Services: 20, Endpoints: 2, Namespaces: 2, Format: workload.FormatKube, VirtualServices: true})
 	if err != nil {
 		t.Fatal(err)
