@@ -2,7 +2,6 @@ package kube
 
 import (
 	"log/slog"
-	"sort"
 	"sync"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -22,12 +21,10 @@ type Registry struct {
 	endpoints *model.EndpointIndex
 	log       *slog.Logger
 
-	// replaceMu serialises Replace, the only writer; mu guards the fields
-	// below for readers, so conversion does not block them.
+	// replaceMu serialises Replace and Apply, the only writers; readers use
+	// the set's snapshots, so conversion does not block them.
 	replaceMu sync.Mutex
-	mu        sync.RWMutex
-	byHost    map[string]*model.Service
-	services  []*model.Service
+	set       model.ServiceSet
 }
 
 // NewRegistry returns an empty registry for cluster domain domain
@@ -39,7 +36,7 @@ func NewRegistry(domain string, endpoints *model.EndpointIndex, log *slog.Logger
 // NewRegistryForShard is NewRegistry writing endpoints under shard, so two
 // registries (manifest files and informers) can share one EndpointIndex.
 func NewRegistryForShard(domain, shard string, endpoints *model.EndpointIndex, log *slog.Logger) *Registry {
-	return &Registry{domain: domain, shard: shard, endpoints: endpoints, log: log, byHost: map[string]*model.Service{}}
+	return &Registry{domain: domain, shard: shard, endpoints: endpoints, log: log}
 }
 
 // Replace makes objs the registry's whole object set, updates the endpoint
@@ -52,6 +49,7 @@ func (r *Registry) Replace(objs Objects) model.RegistryChanges {
 
 	r.replaceMu.Lock()
 	defer r.replaceMu.Unlock()
+	prev := r.set.ByHost()
 	for _, ks := range objs.Services {
 		svc := ConvertService(ks, r.domain)
 		if _, dup := next[svc.Hostname]; dup {
@@ -59,24 +57,16 @@ func (r *Registry) Replace(objs Objects) model.RegistryChanges {
 			continue
 		}
 		// Keep the previous value when nothing changed, so pointers stay stable.
-		if old := r.byHost[svc.Hostname]; old != nil && model.ServiceEqual(old, svc) && old.ResourceVersion == svc.ResourceVersion {
+		if old := prev[svc.Hostname]; old != nil && model.ServiceEqual(old, svc) && old.ResourceVersion == svc.ResourceVersion {
 			svc = old
 		}
 		next[svc.Hostname] = svc
 		eps[svc.Hostname] = idx.Endpoints(ks)
 	}
-	changes := model.ApplyRegistryState(r.endpoints, r.shard, r.byHost, next, eps)
-
-	list := make([]*model.Service, 0, len(next))
-	for _, s := range next {
-		list = append(list, s)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Hostname < list[j].Hostname })
-	r.mu.Lock()
-	r.byHost, r.services = next, list
-	r.mu.Unlock()
+	changes := model.ApplyRegistryState(r.endpoints, r.shard, prev, next, eps)
+	r.set.Set(next)
 	if !changes.Empty() {
-		r.log.Debug("kubernetes registry updated", "services", len(list),
+		r.log.Debug("kubernetes registry updated", "services", len(next),
 			"servicesChanged", len(changes.Services), "endpointsChanged", len(changes.Endpoints))
 	}
 	return changes
@@ -84,15 +74,7 @@ func (r *Registry) Replace(objs Objects) model.RegistryChanges {
 
 // Services returns every service sorted by hostname. The slice is a
 // snapshot that later Replace calls do not touch; it must not be changed.
-func (r *Registry) Services() []*model.Service {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.services
-}
+func (r *Registry) Services() []*model.Service { return r.set.Services() }
 
 // Service returns the service with the given hostname, or nil.
-func (r *Registry) Service(hostname string) *model.Service {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.byHost[hostname]
-}
+func (r *Registry) Service(hostname string) *model.Service { return r.set.Service(hostname) }

@@ -1,8 +1,6 @@
 package kube
 
 import (
-	"sort"
-
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -24,14 +22,13 @@ func (r *Registry) Apply(states []ServiceState) model.RegistryChanges {
 	}
 	r.replaceMu.Lock()
 	defer r.replaceMu.Unlock()
-	r.mu.RLock()
+	current := r.set.ByHost()
 	prev := make(map[string]*model.Service, len(states))
 	for _, st := range states {
-		if old := r.byHost[st.Hostname]; old != nil {
+		if old := current[st.Hostname]; old != nil {
 			prev[st.Hostname] = old
 		}
 	}
-	r.mu.RUnlock()
 
 	next := make(map[string]*model.Service, len(states))
 	eps := make(map[string][]*model.Endpoint, len(states))
@@ -51,9 +48,8 @@ func (r *Registry) Apply(states []ServiceState) model.RegistryChanges {
 		return changes
 	}
 
-	r.mu.Lock()
-	byHost := make(map[string]*model.Service, len(r.byHost)+len(next))
-	for h, s := range r.byHost {
+	byHost := make(map[string]*model.Service, len(current)+len(next))
+	for h, s := range current {
 		byHost[h] = s
 	}
 	for _, st := range states {
@@ -63,15 +59,9 @@ func (r *Registry) Apply(states []ServiceState) model.RegistryChanges {
 			delete(byHost, st.Hostname)
 		}
 	}
-	list := make([]*model.Service, 0, len(byHost))
-	for _, s := range byHost {
-		list = append(list, s)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Hostname < list[j].Hostname })
-	r.byHost, r.services = byHost, list
-	r.mu.Unlock()
+	r.set.Set(byHost)
 	if !changes.Empty() {
-		r.log.Debug("kubernetes registry updated", "services", len(list),
+		r.log.Debug("kubernetes registry updated", "services", len(byHost),
 			"servicesChanged", len(changes.Services), "endpointsChanged", len(changes.Endpoints))
 	}
 	return changes
@@ -79,10 +69,9 @@ func (r *Registry) Apply(states []ServiceState) model.RegistryChanges {
 
 // Hostnames returns the hostnames the registry holds, sorted.
 func (r *Registry) Hostnames() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]string, 0, len(r.services))
-	for _, s := range r.services {
+	services := r.set.Services()
+	out := make([]string, 0, len(services))
+	for _, s := range services {
 		out = append(out, s.Hostname)
 	}
 	return out

@@ -3,7 +3,6 @@ package serviceentry
 import (
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -23,18 +22,16 @@ type Registry struct {
 	endpoints *model.EndpointIndex
 	log       *slog.Logger
 
-	// recomputeMu serialises Recompute, the only writer; mu guards the
-	// fields below for readers.
+	// recomputeMu serialises Recompute, the only writer; readers use the
+	// set's snapshots.
 	recomputeMu sync.Mutex
-	mu          sync.RWMutex
-	byHost      map[string]*model.Service
-	services    []*model.Service
+	set         model.ServiceSet
 }
 
 // NewRegistry returns a registry over store that writes endpoints into
 // endpoints. It is empty until the first Recompute.
 func NewRegistry(domain string, store model.ConfigStore, endpoints *model.EndpointIndex, log *slog.Logger) *Registry {
-	return &Registry{domain: domain, store: store, endpoints: endpoints, log: log, byHost: map[string]*model.Service{}}
+	return &Registry{domain: domain, store: store, endpoints: endpoints, log: log}
 }
 
 // Recompute re-reads every ServiceEntry and WorkloadEntry, updates the
@@ -44,6 +41,7 @@ func NewRegistry(domain string, store model.ConfigStore, endpoints *model.Endpoi
 func (r *Registry) Recompute() model.RegistryChanges {
 	r.recomputeMu.Lock()
 	defer r.recomputeMu.Unlock()
+	current := r.set.ByHost()
 
 	entries := slices.Clone(r.store.List(model.KindServiceEntry))
 	// Oldest first; the store's namespace/name order breaks ties.
@@ -63,7 +61,7 @@ func (r *Registry) Recompute() model.RegistryChanges {
 		}
 		for _, svc := range Convert(cfg, r.domain) {
 			if prev, dup := next[svc.Hostname]; !dup {
-				if old := r.byHost[svc.Hostname]; old != nil && model.ServiceEqual(old, svc) && old.ResourceVersion == svc.ResourceVersion {
+				if old := current[svc.Hostname]; old != nil && model.ServiceEqual(old, svc) && old.ResourceVersion == svc.ResourceVersion {
 					svc = old // keep pointers of unchanged services stable
 				}
 				next[svc.Hostname] = svc
@@ -80,18 +78,10 @@ func (r *Registry) Recompute() model.RegistryChanges {
 			}
 		}
 	}
-	changes := model.ApplyRegistryState(r.endpoints, ShardServiceEntry, r.byHost, next, eps)
-
-	list := make([]*model.Service, 0, len(next))
-	for _, s := range next {
-		list = append(list, s)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Hostname < list[j].Hostname })
-	r.mu.Lock()
-	r.byHost, r.services = next, list
-	r.mu.Unlock()
+	changes := model.ApplyRegistryState(r.endpoints, ShardServiceEntry, current, next, eps)
+	r.set.Set(next)
 	if !changes.Empty() {
-		r.log.Debug("service entry registry updated", "services", len(list),
+		r.log.Debug("service entry registry updated", "services", len(next),
 			"servicesChanged", len(changes.Services), "endpointsChanged", len(changes.Endpoints))
 	}
 	return changes
@@ -99,15 +89,7 @@ func (r *Registry) Recompute() model.RegistryChanges {
 
 // Services returns every service sorted by hostname. The slice is a
 // snapshot that later Recompute calls do not touch; it must not be changed.
-func (r *Registry) Services() []*model.Service {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.services
-}
+func (r *Registry) Services() []*model.Service { return r.set.Services() }
 
 // Service returns the service with the given hostname, or nil.
-func (r *Registry) Service(hostname string) *model.Service {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.byHost[hostname]
-}
+func (r *Registry) Service(hostname string) *model.Service { return r.set.Service(hostname) }
