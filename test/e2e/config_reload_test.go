@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +19,6 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
-
-// lockedBuffer collects log lines from the server's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // reviewsWeights reads the reviews split from route config 9080.
 func reviewsWeights(c *adsc.Client) map[string]uint32 {
@@ -75,7 +55,7 @@ const (
 func TestBadDocumentKeepsLastGoodAndReloadRecovers(t *testing.T) {
 	dir := t.TempDir()
 	copyDir(t, filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo"), dir)
-	logs := &lockedBuffer{}
+	logs := &bootstraptest.LogBuffer{}
 	opts := bootstraptest.Options(t)
 	opts.ConfigDir = dir
 	opts.Log = bootstraptest.Logger(t, slog.LevelInfo, logs)

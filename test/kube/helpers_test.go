@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,29 +38,11 @@ import (
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
-// lockedBuffer collects the control plane's log lines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startKubeServer runs the control plane in Kubernetes mode against env
 // and returns once it is ready.
-func startKubeServer(t *testing.T, env *kubetest.Env, mutate func(*bootstrap.Options)) (*bootstrap.Server, *lockedBuffer) {
+func startKubeServer(t *testing.T, env *kubetest.Env, mutate func(*bootstrap.Options)) (*bootstrap.Server, *bootstraptest.LogBuffer) {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &bootstraptest.LogBuffer{}
 	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
 	opts.Log = testLogger(t, logs)

@@ -3,9 +3,11 @@
 package bootstraptest
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,4 +56,25 @@ func Logger(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
 		w = io.MultiWriter(also, w)
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// LogBuffer collects log lines written from the server's goroutines, for
+// tests that read them (pass it to Logger).
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
