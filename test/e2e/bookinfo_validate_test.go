@@ -11,13 +11,10 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/model"
@@ -80,30 +77,6 @@ func copyFile(t *testing.T, from, to string) {
 	}
 }
 
-// sidecarNode returns the node an Istio agent would send for pod.
-func sidecarNode(t *testing.T, podName, ns, ip string, labels map[string]string) *corev3.Node {
-	t.Helper()
-	lbls := map[string]any{}
-	for k, v := range labels {
-		lbls[k] = v
-	}
-	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": lbls, "INSTANCE_IPS": ip, "ISTIO_VERSION": "1.24.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &corev3.Node{Id: fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", ip, podName, ns, ns), Metadata: md}
-}
-
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
 // runClient runs an Envoy-like client until the test ends and waits for it
 // to hold CDS, LDS and every EDS and RDS resource those name.
 func runClient(t *testing.T, conn *grpc.ClientConn, cfg adsc.Config) *adsc.Client {
@@ -146,7 +119,7 @@ func complete(c *adsc.Client) bool {
 
 func TestBookinfoResourcesValidate(t *testing.T) {
 	srv, snap := startBookinfo(t)
-	conn := dial(t, srv.GRPCListenAddr())
+	conn := bootstraptest.Dial(t, srv.GRPCListenAddr())
 	pods := map[string]bool{"productpage-v1": true, "reviews-v1": true, "ratings-v1": true}
 	found := 0
 	for _, pod := range snap.Kube.Pods {
@@ -156,7 +129,7 @@ func TestBookinfoResourcesValidate(t *testing.T) {
 		found++
 		for _, delta := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/delta=%v", pod.Name, delta), func(t *testing.T) {
-				node := sidecarNode(t, pod.Name, pod.Namespace, pod.Status.PodIP, pod.Labels)
+				node := bootstraptest.SidecarNode(t, pod.Name, pod.Namespace, pod.Status.PodIP, pod.Labels)
 				c := runClient(t, conn, adsc.Config{Node: node, Delta: delta})
 				total := 0
 				for _, typ := range []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType} {

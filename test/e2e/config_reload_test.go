@@ -63,7 +63,7 @@ func TestBadDocumentKeepsLastGoodAndReloadRecovers(t *testing.T) {
 	ctx := t.Context()
 
 	for _, delta := range []bool{false, true} {
-		c := runClient(t, dial(t, srv.GRPCListenAddr()), adsc.Config{Node: sidecarNode(t, "productpage-v1", "default", "10.244.0.99", map[string]string{"app": "productpage"}), Delta: delta})
+		c := runClient(t, bootstraptest.Dial(t, srv.GRPCListenAddr()), adsc.Config{Node: bootstraptest.SidecarNode(t, "productpage-v1", "default", "10.244.0.99", map[string]string{"app": "productpage"}), Delta: delta})
 		if w := reviewsWeights(c); w[reviewsV1] != 80 || w[reviewsV2] != 20 {
 			t.Fatalf("initial split %v", w)
 		}

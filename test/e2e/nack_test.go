@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -28,7 +29,7 @@ func TestNACKKeepsStreamAndLastGoodConfig(t *testing.T) {
 			srv := startServer(t, dir)
 			var reject atomic.Bool
 			cfg := adsc.Config{
-				Node:  sidecarNode(t, "productpage-v1", "default", "10.244.0.99", map[string]string{"app": "productpage"}),
+				Node:  bootstraptest.SidecarNode(t, "productpage-v1", "default", "10.244.0.99", map[string]string{"app": "productpage"}),
 				Delta: delta,
 				NACK: func(typeURL string, _ map[string]*anypb.Any) error {
 					if typeURL == model.RouteType && reject.Load() {
@@ -37,7 +38,7 @@ func TestNACKKeepsStreamAndLastGoodConfig(t *testing.T) {
 					return nil
 				},
 			}
-			c := runClient(t, dial(t, srv.GRPCListenAddr()), cfg)
+			c := runClient(t, bootstraptest.Dial(t, srv.GRPCListenAddr()), cfg)
 			if w := reviewsWeights(c); w[reviewsV1] != 80 {
 				t.Fatalf("initial split %v", w)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -39,7 +40,7 @@ spec:
 	srv, _ := startKubeServer(t, env, func(o *bootstrap.Options) {
 		o.ConfigDir = filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo")
 	})
-	client := runClient(t, srv, sidecarNode(t, "client-1", "default", "10.1.9.9", nil))
+	client := runClient(t, srv, bootstraptest.SidecarNode(t, "client-1", "default", "10.1.9.9", nil))
 	want := []string{
 		"outbound|8080||web.shop.svc.cluster.local",            // cluster Service
 		"outbound|443||payments.example.com",                   // cluster ServiceEntry

@@ -151,7 +151,7 @@ func TestBookinfoClustersMatchFileMode(t *testing.T) {
 			reviewsIP = p.Status.PodIP
 		}
 	}
-	node := sidecarNode(t, "reviews-v1", "default", reviewsIP, map[string]string{"app": "reviews", "version": "v1"})
+	node := bootstraptest.SidecarNode(t, "reviews-v1", "default", reviewsIP, map[string]string{"app": "reviews", "version": "v1"})
 	fromFile := runClient(t, fileSrv, node)
 	fromKube := runClient(t, kubeSrv, node)
 	complete := func(c *adsc.Client) bool {

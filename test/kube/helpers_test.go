@@ -17,9 +17,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/structpb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,37 +53,13 @@ func startKubeServer(t *testing.T, env *kubetest.Env, mutate func(*bootstrap.Opt
 	return srv, logs
 }
 
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-// sidecarNode is the node an Istio agent sends for a pod.
-func sidecarNode(t *testing.T, pod, ns, ip string, labels map[string]string) *corev3.Node {
-	t.Helper()
-	lbls := map[string]any{}
-	for k, v := range labels {
-		lbls[k] = v
-	}
-	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": lbls, "INSTANCE_IPS": ip, "ISTIO_VERSION": "1.24.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &corev3.Node{Id: fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", ip, pod, ns, ns), Metadata: md}
-}
-
 // runClient runs an Envoy-like ADS client until the test ends.
 func runClient(t *testing.T, srv *bootstrap.Server, node *corev3.Node) *adsc.Client {
 	t.Helper()
 	c := adsc.New(adsc.Config{Node: node})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	conn := dial(t, srv.GRPCListenAddr())
+	conn := bootstraptest.Dial(t, srv.GRPCListenAddr())
 	go func() { done <- c.Run(ctx, conn) }()
 	t.Cleanup(func() {
 		cancel()

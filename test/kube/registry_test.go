@@ -20,6 +20,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -135,7 +136,7 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 	runningPod(t, c, "shop", "web-2", "10.1.0.2", "node-a", v1)
 	mustCreate(t, "EndpointSlice", c.DiscoveryV1().EndpointSlices("shop").Create, webSlice(map[string]string{"web-1": "10.1.0.1"}))
 
-	client := runClient(t, srv, sidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"}))
+	client := runClient(t, srv, bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"}))
 	waitClient(t, client, "web's cluster and its one endpoint", func(c *adsc.Client) bool {
 		return isEDSCluster(c, webCluster) && slices.Equal(endpointAddrs(c, webCluster), []string{"10.1.0.1:8080"})
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -50,7 +51,7 @@ func TestDiscoverySelectorsAndMeshConfigMap(t *testing.T) {
 		})
 	}
 	srv, _ := startKubeServer(t, env, nil)
-	client := runClient(t, srv, sidecarNode(t, "client-1", "shop", "10.1.9.9", nil))
+	client := runClient(t, srv, bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", nil))
 	waitClient(t, client, "only the selected namespace's service", func(c *adsc.Client) bool {
 		return hasCluster(c, shopA) && connectTimeout(c, shopA) == 5*time.Second
 	})

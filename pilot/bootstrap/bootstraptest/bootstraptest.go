@@ -5,11 +5,17 @@ package bootstraptest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 )
@@ -77,4 +83,29 @@ func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Dial opens a plaintext gRPC connection to addr, closed when the test ends.
+func Dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// SidecarNode returns the node an Istio agent sends for pod in ns at ip.
+func SidecarNode(t testing.TB, pod, ns, ip string, labels map[string]string) *corev3.Node {
+	t.Helper()
+	lbls := map[string]any{}
+	for k, v := range labels {
+		lbls[k] = v
+	}
+	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": lbls, "INSTANCE_IPS": ip, "ISTIO_VERSION": "1.24.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev3.Node{Id: fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", ip, pod, ns, ns), Metadata: md}
 }
