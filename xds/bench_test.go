@@ -99,7 +99,7 @@ func connectBench(b *testing.B, s *DiscoveryServer, first, n int, delta bool) []
 		ns := fmt.Sprintf("ns%d", i%10)
 		ip := fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)
 		node := &corev3.Node{Id: fmt.Sprintf("sidecar~%s~client-%d.%s~%s.svc.cluster.local", ip, i, ns, ns)}
-		c, err := s.connect(node, delta)
+		c, err := s.connect(context.Background(), node, delta)
 		if err != nil {
 			b.Fatal(err)
 		}

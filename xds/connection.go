@@ -108,10 +108,15 @@ func (s *DiscoveryServer) accepting() error {
 }
 
 // connect parses the first request's node and registers a new connection.
-func (s *DiscoveryServer) connect(node *corev3.Node, delta bool) (*Connection, error) {
+func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta bool) (*Connection, error) {
 	proxy, err := model.ParseProxy(node)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "first request: %v", err)
+	}
+	if s.opts.Authorize != nil {
+		if err := s.opts.Authorize(ctx, proxy); err != nil {
+			return nil, status.Errorf(codes.PermissionDenied, "node %s: %v", proxy.ID, err)
+		}
 	}
 	id := fmt.Sprintf("%s.%s-%d", proxy.PodName, proxy.Namespace, s.connSeq.Add(1))
 	c := &Connection{

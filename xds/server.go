@@ -46,6 +46,11 @@ type Options struct {
 	// MaxInflightBytes bounds the bytes of responses sent and not yet
 	// ACKed or NACKed (flow control, flow.go); default 16 MiB.
 	MaxInflightBytes int64
+	// Authorize, when set, decides from the stream's context (where the
+	// listener's interceptor put the authenticated caller) whether the
+	// proxy a stream names may connect; an error ends the stream with
+	// PermissionDenied. Nil admits every proxy (plaintext 15010, tests).
+	Authorize func(ctx context.Context, proxy *model.Proxy) error
 }
 
 // DefaultOptions returns Istio's defaults (no logger or metrics).

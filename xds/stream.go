@@ -26,7 +26,7 @@ func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func()
 	if err != nil {
 		return streamEnd(err)
 	}
-	c, err := s.connect(first.GetNode(), delta)
+	c, err := s.connect(ctx, first.GetNode(), delta)
 	if err != nil {
 		s.log.Warn("xDS stream refused", "delta", delta, "error", err)
 		return err
