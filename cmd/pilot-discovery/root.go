@@ -5,6 +5,7 @@ import (
 	"io"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,6 +73,9 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "Use a Kubernetes configuration file instead of in-cluster configuration")
 	f.StringVar(&opts.MeshConfigFile, "meshConfig", opts.MeshConfigFile, "File name for Istio mesh configuration")
 	f.StringVar(&opts.GRPCAddr, "grpcAddr", opts.GRPCAddr, "Discovery service gRPC address")
+	f.StringVar(&opts.SecureGRPCAddr, "secureGRPCAddr", opts.SecureGRPCAddr, "Discovery and CA service gRPC address over TLS (empty turns the CA off)")
+	f.StringSliceVar(&opts.TLSSANs, "tlsSANs", nil, "Extra DNS names in the secure port's certificate (comma-separated)")
+	f.StringVar(&opts.CA.KeyType, "caKeyType", opts.CA.KeyType, "Key type of a self-signed CA root: ecdsa (P-256) or rsa (2048)")
 	f.StringVar(&opts.HTTPAddr, "httpAddr", opts.HTTPAddr, "Discovery service HTTP address (readiness, debug)")
 	f.StringVar(&opts.MonitoringAddr, "monitoringAddr", opts.MonitoringAddr, "HTTP address for /metrics")
 	f.StringVar(&opts.Domain, "domain", opts.Domain, "DNS domain suffix")
@@ -81,12 +85,17 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	return cmd
 }
 
-// applyEnv reads the push pipeline's PILOT_* variables (Istio's names and defaults).
+// applyEnv reads the push pipeline's PILOT_* variables and the CA's
+// variables (Istio's names and defaults).
 func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 	durations := []struct {
 		name string
 		dst  *time.Duration
-	}{{"PILOT_DEBOUNCE_AFTER", &opts.DebounceAfter}, {"PILOT_DEBOUNCE_MAX", &opts.DebounceMax}}
+	}{
+		{"PILOT_DEBOUNCE_AFTER", &opts.DebounceAfter}, {"PILOT_DEBOUNCE_MAX", &opts.DebounceMax},
+		{"DEFAULT_WORKLOAD_CERT_TTL", &opts.CA.Policy.DefaultTTL}, {"MAX_WORKLOAD_CERT_TTL", &opts.CA.Policy.MaxTTL},
+		{"CITADEL_SELF_SIGNED_CA_CERT_TTL", &opts.CA.SelfSignedTTL},
+	}
 	for _, d := range durations {
 		if v := getenv(d.name); v != "" {
 			parsed, err := time.ParseDuration(v)
@@ -96,12 +105,29 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 			*d.dst = parsed
 		}
 	}
-	if v := getenv("PILOT_ENABLE_EDS_DEBOUNCE"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("PILOT_ENABLE_EDS_DEBOUNCE=%q: %w", v, err)
+	bools := []struct {
+		name string
+		dst  *bool
+	}{{"PILOT_ENABLE_EDS_DEBOUNCE", &opts.EnableEDSDebounce}, {"XDS_AUTH", &opts.CA.XDSAuth}}
+	for _, b := range bools {
+		if v := getenv(b.name); v != "" {
+			parsed, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: %w", b.name, v, err)
+			}
+			*b.dst = parsed
 		}
-		opts.EnableEDSDebounce = b
+	}
+	if v := getenv("ROOT_CA_DIR"); v != "" {
+		opts.CA.RootCADir = v
+	}
+	if v := getenv("TOKEN_AUDIENCES"); v != "" {
+		opts.CA.TokenAudiences = nil
+		for _, a := range strings.Split(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				opts.CA.TokenAudiences = append(opts.CA.TokenAudiences, a)
+			}
+		}
 	}
 	if v := getenv("PILOT_PUSH_THROTTLE"); v != "" {
 		n, err := strconv.Atoi(v)

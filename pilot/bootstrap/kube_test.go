@@ -29,7 +29,7 @@ func TestNotReadyUntilCachesSync(t *testing.T) {
 	opts := DefaultOptions()
 	opts.KubeRestConfig = &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 	opts.MeshConfigFile = ""
-	opts.GRPCAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0"
+	opts.GRPCAddr, opts.MonitoringAddr, opts.SecureGRPCAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	opts.HTTPAddr = freeAddr(t)
 	opts.Log = slog.New(slog.DiscardHandler)
 	srv, err := NewServer(opts)

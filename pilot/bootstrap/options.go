@@ -32,6 +32,14 @@ type Options struct {
 	MeshConfigFile string
 	// Listen addresses: xDS plaintext (15010), readiness and debug (8080), metrics (15014).
 	GRPCAddr, HTTPAddr, MonitoringAddr string
+	// SecureGRPCAddr (15012) serves the CA and xDS over TLS with a
+	// certificate from our own CA; empty turns the CA and the port off.
+	SecureGRPCAddr string
+	// TLSSANs are DNS names added to the secure port's certificate, after
+	// istiod.NAMESPACE.svc and meshpilot.NAMESPACE.svc.
+	TLSSANs []string
+	// CA configures the certificate authority behind SecureGRPCAddr.
+	CA CAOptions
 	// Domain is the cluster DNS suffix; ClusterID and Namespace identify this control plane.
 	Domain, ClusterID, Namespace string
 	// Push pipeline settings (PILOT_DEBOUNCE_AFTER, PILOT_DEBOUNCE_MAX,
@@ -49,6 +57,8 @@ func DefaultOptions() Options {
 		GRPCAddr:          ":15010",
 		HTTPAddr:          ":8080",
 		MonitoringAddr:    ":15014",
+		SecureGRPCAddr:    ":15012",
+		CA:                DefaultCAOptions(),
 		Domain:            "cluster.local",
 		ClusterID:         "Kubernetes",
 		Namespace:         "istio-system",
@@ -81,6 +91,9 @@ func (o *Options) validate() error {
 	}
 	if o.Domain == "" {
 		return fmt.Errorf("--domain must not be empty")
+	}
+	if o.SecureGRPCAddr != "" {
+		return o.CA.validate()
 	}
 	return nil
 }

@@ -39,8 +39,9 @@ type Server struct {
 	kubeReg   *kube.Registry
 	seReg     *serviceentry.Registry
 	discovery *xds.DiscoveryServer
-	loader    *file.Loader // nil without --configDir
-	kube      *kubeSources // nil without a cluster
+	loader    *file.Loader   // nil without --configDir
+	kube      *kubeSources   // nil without a cluster
+	secure    *secureServing // nil when --secureGRPCAddr is empty
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -88,7 +89,9 @@ func NewServer(opts Options) (*Server, error) {
 		MeshSource:       sources.meshSource(),
 		DomainSuffix:     opts.Domain,
 	}
+	var s *Server
 	ds := xds.NewDiscoveryServer(env, generatorTable(), xds.Options{
+		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		Log:               log.With("component", "xds"),
 		Metrics:           metrics,
 		DebounceAfter:     opts.DebounceAfter,
@@ -96,7 +99,7 @@ func NewServer(opts Options) (*Server, error) {
 		EnableEDSDebounce: opts.EnableEDSDebounce,
 		PushThrottle:      opts.PushThrottle,
 	})
-	s := &Server{
+	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
 		kube: sources.kube,
@@ -106,6 +109,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if s.kube != nil {
 		s.kube.bind(s)
+	}
+	if opts.SecureGRPCAddr != "" {
+		s.secure = s.newSecureServing()
 	}
 	return s, nil
 }
@@ -133,25 +139,36 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		s.httpLis.Close()
 		return err
 	}
+	var secureLis net.Listener
+	if s.secure != nil {
+		if secureLis, err = listen(s.opts.SecureGRPCAddr, "secure xDS and CA (--secureGRPCAddr)"); err != nil {
+			s.grpcLis.Close()
+			s.httpLis.Close()
+			s.monLis.Close()
+			return err
+		}
+	}
 
 	// Serve readiness and metrics before the first load: /ready answers 503 until then.
 	httpSrv := &http.Server{Handler: s.httpMux(), ReadHeaderTimeout: 10 * time.Second}
 	monMux := http.NewServeMux()
 	monMux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	monSrv := &http.Server{Handler: monMux, ReadHeaderTimeout: 10 * time.Second}
-	s.grpcServer = grpc.NewServer(
-		grpc.ForceServerCodecV2(xds.NewCodec()),
-		grpc.MaxConcurrentStreams(100000),
-		grpc.MaxRecvMsgSize(4<<20),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
-	)
+	s.grpcServer = grpc.NewServer(s.grpcServerOptions()...)
 	s.discovery.Register(s.grpcServer)
 
 	s.goServe("http", func() error { return httpSrv.Serve(s.httpLis) })
 	s.goServe("monitoring", func() error { return monSrv.Serve(s.monLis) })
 	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.grpcLis) })
 	s.goServe("push", func() error { return s.discovery.Run(ctx) })
+
+	if s.secure != nil {
+		if err := s.startSecure(ctx, secureLis); err != nil {
+			secureLis.Close()
+			s.stop(httpSrv, monSrv)
+			return err
+		}
+	}
 
 	if err := s.startSources(ctx); err != nil {
 		s.stop(httpSrv, monSrv)
@@ -170,6 +187,9 @@ func (s *Server) stop(httpSrv, monSrv *http.Server) {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.grpcServer.Stop()
+	if s.secure != nil && s.secure.grpc != nil {
+		s.secure.grpc.Stop()
+	}
 	_ = httpSrv.Shutdown(shutdown)
 	_ = monSrv.Shutdown(shutdown)
 }
@@ -183,6 +203,17 @@ func (s *Server) goServe(name string, serve func() error) {
 			s.log.Error("server part stopped", "part", name, "error", err)
 		}
 	}()
+}
+
+// grpcServerOptions are shared by the plaintext and secure gRPC servers.
+func (s *Server) grpcServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(xds.NewCodec()),
+		grpc.MaxConcurrentStreams(100000),
+		grpc.MaxRecvMsgSize(4 << 20),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
+	}
 }
 
 // Wait blocks until every part stopped after the Start context was cancelled.

@@ -146,7 +146,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
 		t.Fatal(err)
 	}
 	kubeconfig := env.KubeconfigFor(t, env.ServiceAccountToken(t, releaseNS, "istiod"))
-	httpAddr := freeLoopbackAddr(t)
+	httpAddr, secureAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -159,6 +159,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
 		"--grpcAddr", "127.0.0.1:0",
 		"--httpAddr", httpAddr,
 		"--monitoringAddr", "127.0.0.1:0",
+		"--secureGRPCAddr", secureAddr,
 		"--log_output_level", "default:debug",
 	)
 	cmd := exec.Command(bin, args...)
@@ -222,6 +223,11 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
 		if err != nil {
 			t.Errorf("pilot-discovery %s never showed %s: %v", probe.path, probe.what, err)
 		}
+	}
+	// The CA's rights: Secret istio-ca-secret, the root ConfigMap in every
+	// namespace (as leader), and a TokenReview for a certificate request.
+	if err := checkCA(ctx, t, env, secureAddr); err != nil {
+		t.Errorf("CA as ServiceAccount %s/istiod: %v", releaseNS, err)
 	}
 	stop()
 	if denied := forbiddenLines(logs.String()); denied != "" {

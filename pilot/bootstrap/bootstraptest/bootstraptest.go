@@ -16,6 +16,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 )
@@ -23,10 +28,13 @@ import (
 // Options returns server options for a test: every listener on
 // 127.0.0.1:0, no mesh config file (defaults), a 10 ms debounce, and warn
 // logs in the test's output. Set ConfigDir or KubeRestConfig, then Start.
+// The secure port (CA) is on; with Kubernetes it needs the control plane's
+// namespace (Namespace, istio-system), which Start creates as an install would.
 func Options(t testing.TB) bootstrap.Options {
 	opts := bootstrap.DefaultOptions()
 	opts.MeshConfigFile = ""
 	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	opts.SecureGRPCAddr = "127.0.0.1:0"
 	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
 	opts.Log = Logger(t, slog.LevelWarn, nil)
 	return opts
@@ -37,6 +45,9 @@ func Options(t testing.TB) bootstrap.Options {
 // is stopped, and waited for, when the test ends.
 func Start(t testing.TB, opts bootstrap.Options) *bootstrap.Server {
 	t.Helper()
+	if opts.KubeRestConfig != nil && opts.SecureGRPCAddr != "" {
+		ensureNamespace(t, opts.KubeRestConfig, opts.Namespace)
+	}
 	srv, err := bootstrap.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -108,4 +119,18 @@ func SidecarNode(t testing.TB, pod, ns, ip string, labels map[string]string) *co
 		t.Fatal(err)
 	}
 	return &corev3.Node{Id: fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", ip, pod, ns, ns), Metadata: md}
+}
+
+// ensureNamespace creates namespace ns unless it exists: the control plane's
+// own namespace, where the CA keeps Secret istio-ca-secret.
+func ensureNamespace(t testing.TB, cfg *rest.Config, ns string) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create the control plane's namespace %s: %v", ns, err)
+	}
 }
