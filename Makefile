@@ -7,8 +7,11 @@ LDFLAGS := -X github.com/meshpilot/meshpilot/internal/version.Version=$(VERSION)
 BENCH_PKGS := ./model/... ./pilot/networking/... ./xds/...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
+# Fuzz targets as PACKAGE:FUNC; make test runs each for FUZZTIME.
+FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate
+FUZZTIME ?= 10s
 
-.PHONY: all build run test testenv lint bench fmt clean crds chart-lint load
+.PHONY: all build run test testenv lint bench fmt clean crds chart-lint load fuzz
 
 all: build
 
@@ -19,15 +22,26 @@ build:
 run: build
 	@echo "meshpilot discovery on examples/bookinfo (Ctrl-C to stop)"
 	@echo "  xDS (plaintext ADS):  localhost:15010"
+	@echo "  xDS + CA over TLS:    localhost:15012 (self-signed root in memory; client certificates only, no cluster for tokens)"
 	@echo "  readiness:            http://localhost:8080/ready"
 	@echo "  debug:                http://localhost:8080/debug/registryz  /debug/configz  /debug/syncz  /debug/config_dump?proxyID=..."
 	@echo "  metrics:              http://localhost:15014/metrics"
 	@echo "  edit examples/bookinfo/*.yaml and the change is pushed within the debounce window"
 	$(BIN)/pilot-discovery discovery --configDir examples/bookinfo --meshConfig examples/mesh.yaml
 
-## test: test tools (first run only), lint, then the whole suite under the race detector.
+## test: test tools (first run only), lint, the whole suite under the race
+## detector, then a short run of every fuzz target.
 test: testenv lint
 	eval "$$(hack/testenv.sh env)" && $(GO) test -count=1 -race -timeout 30m ./...
+	$(MAKE) fuzz
+
+## fuzz: each fuzz target for FUZZTIME (make fuzz FUZZTIME=10m for a long run).
+## -fuzzminimizetime bounds minimisation, which otherwise stalls short runs.
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t##*:} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x -parallel 1 $${t%%:*} || exit 1; \
+	done
 
 ## testenv: etcd, kube-apiserver and helm for the integration tests, built once
 ## and cached in ~/.cache/meshpilot (see docs/testenv.md).
