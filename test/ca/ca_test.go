@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
-	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 )
 
@@ -43,7 +42,7 @@ func TestCertificateForServiceAccountToken(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name     string
+		name      string
 		ttl, want time.Duration
 	}{{"requested 1h", time.Hour, time.Hour}, {"default", 0, 24 * time.Hour}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,16 +197,8 @@ func TestRestartReusesRootAndPublishesEverywhere(t *testing.T) {
 	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
 	opts.CA.RootCADir = filepath.Join(t.TempDir(), "no-plugin")
-	ensureNamespace(t, env, opts.Namespace)
-	first, err := bootstrap.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	if err := first.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	first, stop := bootstraptest.StartStoppable(t, opts)
+	ctx := t.Context()
 	rootBefore := string(first.Authority().Bundle().RootPEM)
 	nss, err := env.Clientset().CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -220,8 +211,7 @@ func TestRestartReusesRootAndPublishesEverywhere(t *testing.T) {
 	}
 	createNamespace(t, env, "created-later")
 	waitRootConfigMap(t, env, "created-later", func(s string) bool { return s == rootBefore })
-	cancel()
-	first.Wait()
+	stop()
 
 	second := bootstraptest.Start(t, opts)
 	if got := string(second.Authority().Bundle().RootPEM); got != rootBefore {

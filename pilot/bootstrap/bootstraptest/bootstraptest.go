@@ -45,6 +45,15 @@ func Options(t testing.TB) bootstrap.Options {
 // is stopped, and waited for, when the test ends.
 func Start(t testing.TB, opts bootstrap.Options) *bootstrap.Server {
 	t.Helper()
+	srv, _ := StartStoppable(t, opts)
+	return srv
+}
+
+// StartStoppable is Start, also returning a function that stops the server
+// and waits for it (a restart in the middle of a test); calling it again,
+// or letting the test end, does nothing more.
+func StartStoppable(t testing.TB, opts bootstrap.Options) (*bootstrap.Server, func()) {
+	t.Helper()
 	if opts.KubeRestConfig != nil && opts.SecureGRPCAddr != "" {
 		ensureNamespace(t, opts.KubeRestConfig, opts.Namespace)
 	}
@@ -61,8 +70,10 @@ func Start(t testing.TB, opts bootstrap.Options) *bootstrap.Server {
 		srv.Wait()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); srv.Wait() })
-	return srv
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); srv.Wait() }) }
+	t.Cleanup(stop)
+	return srv, stop
 }
 
 // Logger returns a JSON logger at level writing to the test's output and,
