@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -16,89 +15,10 @@ import (
 
 // The dialled target and the config files startEcho writes.
 const (
-	echoTarget = "echo.test.svc.cluster.local:7070"
+	echoTarget = xdstest.EchoTarget
 	echoFile   = "echo.yaml"
 	vsFile     = "echo-vs.yaml"
 )
-
-// echoConfig is a ServiceEntry for echo with one endpoint per backend
-// (labels version v1 / v2) and a DestinationRule with those subsets.
-func echoConfig(v1Port, v2Port int) string {
-	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: echo
-  namespace: test
-spec:
-  hosts:
-  - echo.test.svc.cluster.local
-  location: MESH_INTERNAL
-  ports:
-  - number: 7070
-    name: grpc
-    protocol: GRPC
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    labels:
-      version: v1
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    labels:
-      version: v2
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata:
-  name: echo
-  namespace: test
-spec:
-  host: echo.test.svc.cluster.local
-  subsets:
-  - name: v1
-    labels:
-      version: v1
-  - name: v2
-    labels:
-      version: v2
-`, v1Port, v2Port)
-}
-
-// canaryVirtualService sends x-canary: true to v2 and splits the rest v1Weight / 100-v1Weight.
-func canaryVirtualService(v1Weight int) string {
-	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: echo
-  namespace: test
-spec:
-  hosts:
-  - echo.test.svc.cluster.local
-  http:
-  - name: canary
-    match:
-    - headers:
-        x-canary:
-          exact: "true"
-    route:
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v2
-  - name: split
-    route:
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v1
-      weight: %d
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v2
-      weight: %d
-`, v1Weight, 100-v1Weight)
-}
 
 // startEcho starts backends v1 and v2, writes the echo ServiceEntry,
 // DestinationRule and an 80/20 canary VirtualService to a config directory
@@ -107,8 +27,8 @@ func startEcho(t *testing.T) (srv *bootstrap.Server, dir string) {
 	t.Helper()
 	v1Port, v2Port := xdstest.StartBackend(t, "v1"), xdstest.StartBackend(t, "v2")
 	dir = t.TempDir()
-	xdstest.WriteFileAtomic(t, filepath.Join(dir, echoFile), echoConfig(v1Port, v2Port))
-	xdstest.WriteFileAtomic(t, filepath.Join(dir, vsFile), canaryVirtualService(80))
+	xdstest.WriteFileAtomic(t, filepath.Join(dir, echoFile), xdstest.EchoConfig(v1Port, v2Port))
+	xdstest.WriteFileAtomic(t, filepath.Join(dir, vsFile), xdstest.CanaryVirtualService(80))
 	return startServer(t, dir), dir
 }
 
@@ -138,7 +58,7 @@ func TestGRPCXDSWeightedRouting(t *testing.T) {
 		t.Errorf("x-canary: true answers %v, want all 100 from v2", canary)
 	}
 
-	xdstest.WriteFileAtomic(t, filepath.Join(dir, vsFile), canaryVirtualService(0))
+	xdstest.WriteFileAtomic(t, filepath.Join(dir, vsFile), xdstest.CanaryVirtualService(0))
 	if err := xdstest.UntilStreak(ctx, client, "v2", 100, 20*time.Second); err != nil {
 		t.Fatalf("after rewriting the VirtualService to 100%% v2: %v", err)
 	}
@@ -171,7 +91,7 @@ func TestGRPCXDSEndpointChange(t *testing.T) {
 		t.Fatalf("before the change: answers %v, want some from v1", counts)
 	}
 	v1b, v2 := xdstest.StartBackend(t, "v1b"), xdstest.StartBackend(t, "v2b")
-	xdstest.WriteFileAtomic(t, filepath.Join(dir, echoFile), echoConfig(v1b, v2))
+	xdstest.WriteFileAtomic(t, filepath.Join(dir, echoFile), xdstest.EchoConfig(v1b, v2))
 	// 80% go to subset v1: 100 answers in a row from the new backends
 	// cannot happen while the old v1 endpoint is still in use.
 	moved := func(name string) bool { return name == "v1b" || name == "v2b" }
