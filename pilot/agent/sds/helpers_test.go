@@ -1,0 +1,190 @@
+package sds_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshpilot/meshpilot/pilot/agent/sds"
+)
+
+// fakeProvider holds secrets in memory; Get blocks until the name is set.
+type fakeProvider struct {
+	changes chan string
+
+	mu    sync.Mutex
+	items map[string]*sds.Item
+	set   chan struct{} // closed and replaced on every Set
+
+	blockedOnce sync.Once
+	blocked     chan struct{} // closed when a Get first waits
+}
+
+func newFakeProvider() *fakeProvider {
+	return &fakeProvider{changes: make(chan string, 64), items: map[string]*sds.Item{},
+		set: make(chan struct{}), blocked: make(chan struct{})}
+}
+
+func (p *fakeProvider) Get(ctx context.Context, name string) (*sds.Item, error) {
+	for {
+		p.mu.Lock()
+		it, ch := p.items[name], p.set
+		p.mu.Unlock()
+		if it != nil {
+			return it, nil
+		}
+		p.blockedOnce.Do(func() { close(p.blocked) })
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (p *fakeProvider) Subscribe() <-chan string { return p.changes }
+
+// Set stores an item and announces the change.
+func (p *fakeProvider) Set(it *sds.Item) {
+	p.mu.Lock()
+	p.items[it.Name] = it
+	close(p.set)
+	p.set = make(chan struct{})
+	p.mu.Unlock()
+	p.changes <- it.Name
+}
+
+// setBoth sets a fresh workload certificate and root; it returns them.
+func (p *fakeProvider) setBoth(t *testing.T, cn string) (workload, root *sds.Item) {
+	t.Helper()
+	chain, key := selfSigned(t, cn)
+	rootPEM, _ := selfSigned(t, "root-"+cn)
+	workload = &sds.Item{Name: "default", CertChainPEM: chain, PrivateKeyPEM: key, RootPEM: rootPEM}
+	root = &sds.Item{Name: "ROOTCA", RootPEM: rootPEM}
+	p.Set(workload)
+	p.Set(root)
+	return workload, root
+}
+
+// selfSigned returns a PEM certificate and PKCS#8 key for cn.
+func selfSigned(t *testing.T, cn string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+}
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// running is a Server started by startServer.
+type running struct {
+	srv    *sds.Server
+	path   string
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// socketPath returns a short path (Unix socket paths are limited to ~108
+// bytes, t.TempDir can be longer) in a directory that does not exist yet.
+func socketPath(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "workload-spiffe-uds", "socket")
+}
+
+// startServer runs a Server on path with p until the test ends.
+func startServer(t *testing.T, p sds.Provider, path string) *running {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := sds.New(sds.Options{SocketPath: path, Provider: p, Log: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{srv: srv, path: path, logs: logs, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- srv.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	select {
+	case <-srv.Ready():
+	case err := <-r.done:
+		r.done <- err
+		t.Fatalf("sds server did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("sds server not ready after 30s")
+	}
+	return r
+}
+
+// stop cancels Run and waits for it, failing the test on an error.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok && err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if ok {
+			close(r.done)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("Run did not return 30s after cancel")
+	}
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
