@@ -8,7 +8,8 @@ BENCH_PKGS := ./model/... ./pilot/networking/... ./xds/...
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 # Fuzz targets as PACKAGE:FUNC; make test runs each for FUZZTIME.
-FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate
+FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate \
+	./pilot/agent/config:FuzzFromEnv
 FUZZTIME ?= 10s
 
 .PHONY: all build run test testenv lint bench fmt clean crds chart-lint load fuzz
