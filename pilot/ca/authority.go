@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/pki"
 )
 
 // Policy is the signing policy.
@@ -64,10 +66,10 @@ func newSigner(b *Bundle) *signer {
 	}
 	s.intermediates = append(s.intermediates, b.Chain...)
 	for _, c := range s.intermediates {
-		s.tail = append(s.tail, string(certToPEM(c)))
+		s.tail = append(s.tail, string(pki.EncodeCertificates(c)))
 	}
 	if len(b.Roots) > 0 {
-		s.tail = append(s.tail, string(certToPEM(b.Roots[0])))
+		s.tail = append(s.tail, string(pki.EncodeCertificates(b.Roots[0])))
 	}
 	return s
 }
@@ -167,7 +169,7 @@ func (a *Authority) Sign(csr *x509.CertificateRequest, identity string, ttl time
 		return nil, fmt.Errorf("sign certificate for %s: %w", identity, err)
 	}
 	out := make([]string, 0, 1+len(s.tail))
-	out = append(out, string(certToPEM(&x509.Certificate{Raw: der})))
+	out = append(out, string(pki.EncodeCertificates(&x509.Certificate{Raw: der})))
 	return append(out, s.tail...), nil
 }
 

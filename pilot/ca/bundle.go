@@ -5,9 +5,10 @@ import (
 	"crypto"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/pki"
 )
 
 // Bundle is one signing identity: the signer's cert and key, the
@@ -105,11 +106,11 @@ func NewSelfSigned(opts SelfSignedOptions) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("self-signed CA: parse certificate: %w", err)
 	}
-	keyPEM, err := marshalKeyPEM(key)
+	keyPEM, err := pki.MarshalPrivateKey(key)
 	if err != nil {
 		return nil, fmt.Errorf("self-signed CA: %w", err)
 	}
-	certPEM := certToPEM(cert)
+	certPEM := pki.EncodeCertificates(cert)
 	return &Bundle{
 		Cert:    cert,
 		Key:     key,
@@ -118,34 +119,6 @@ func NewSelfSigned(opts SelfSignedOptions) (*Bundle, error) {
 		KeyPEM:  keyPEM,
 		RootPEM: certPEM,
 	}, nil
-}
-
-func certToPEM(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-}
-
-// parseCertsPEM decodes every CERTIFICATE block of data; other block types
-// are an error. name is the file name used in errors.
-func parseCertsPEM(name string, data []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			if len(bytes.TrimSpace(rest)) > 0 {
-				return nil, fmt.Errorf("%s: data after the last PEM block is not PEM", name)
-			}
-			return out, nil
-		}
-		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("%s: PEM block %d is %q, want CERTIFICATE", name, len(out)+1, block.Type)
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("%s: certificate %d: %w", name, len(out)+1, err)
-		}
-		out = append(out, c)
-	}
 }
 
 // isSelfSigned reports whether c is issued by itself: same subject and

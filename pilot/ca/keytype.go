@@ -6,8 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"strings"
@@ -44,49 +42,6 @@ func generateKey(t KeyType) (crypto.Signer, error) {
 		return rsa.GenerateKey(rand.Reader, 2048)
 	}
 	return nil, fmt.Errorf("CA key type %q: want ecdsa or rsa", string(t))
-}
-
-// marshalKeyPEM encodes key as a PKCS#8 "PRIVATE KEY" PEM block.
-func marshalKeyPEM(key crypto.Signer) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("marshal private key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}
-
-// parseKeyPEM decodes the first private key block of data: PKCS#8
-// ("PRIVATE KEY"), PKCS#1 ("RSA PRIVATE KEY") or SEC 1 ("EC PRIVATE KEY").
-func parseKeyPEM(data []byte) (crypto.Signer, error) {
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, fmt.Errorf("no private key PEM block")
-		}
-		var (
-			key any
-			err error
-		)
-		switch block.Type {
-		case "PRIVATE KEY":
-			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "RSA PRIVATE KEY":
-			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			key, err = x509.ParseECPrivateKey(block.Bytes)
-		default:
-			continue // e.g. "EC PARAMETERS" written by openssl ecparam
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parse %s block: %w", block.Type, err)
-		}
-		signer, ok := key.(crypto.Signer)
-		if !ok {
-			return nil, fmt.Errorf("%s block: key type %T cannot sign", block.Type, key)
-		}
-		return signer, nil
-	}
 }
 
 // randomSerial returns a random positive serial number below 2^128.

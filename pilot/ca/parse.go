@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/pki"
 )
 
 // ParseBundle validates plug-in CA PEM material and builds a Bundle:
@@ -24,7 +26,7 @@ func ParseBundle(certPEM, keyPEM, chainPEM, rootPEM []byte) (*Bundle, error) {
 }
 
 func parseBundleAt(certPEM, keyPEM, chainPEM, rootPEM []byte, now time.Time) (*Bundle, error) {
-	certs, err := parseCertsPEM(CACertFile, certPEM)
+	certs, err := pki.ParseCertificates(CACertFile, certPEM)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +41,7 @@ func parseBundleAt(certPEM, keyPEM, chainPEM, rootPEM []byte, now time.Time) (*B
 		return nil, fmt.Errorf("%s: key usage lacks certificate signing", CACertFile)
 	}
 
-	key, err := parseKeyPEM(keyPEM)
+	key, err := pki.ParsePrivateKey(keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", CAKeyFile, err)
 	}
@@ -48,7 +50,7 @@ func parseBundleAt(certPEM, keyPEM, chainPEM, rootPEM []byte, now time.Time) (*B
 		return nil, fmt.Errorf("%s: does not match %s", CAKeyFile, CACertFile)
 	}
 
-	chainCerts, err := parseCertsPEM(CertChainFile, chainPEM)
+	chainCerts, err := pki.ParseCertificates(CertChainFile, chainPEM)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func parseBundleAt(certPEM, keyPEM, chainPEM, rootPEM []byte, now time.Time) (*B
 		}
 	}
 
-	roots, err := parseCertsPEM(RootCertFile, rootPEM)
+	roots, err := pki.ParseCertificates(RootCertFile, rootPEM)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +73,7 @@ func parseBundleAt(certPEM, keyPEM, chainPEM, rootPEM []byte, now time.Time) (*B
 	case len(roots) > 0:
 	case len(chainRoots) > 0:
 		roots = chainRoots
-		rootPEM = concatPEM(roots)
+		rootPEM = pki.EncodeCertificates(roots...)
 	case isSelfSigned(cert):
 		roots = []*x509.Certificate{cert}
 		rootPEM = certPEM
@@ -149,13 +151,4 @@ func checkValidity(c *x509.Certificate, now time.Time) error {
 		return fmt.Errorf("not valid before %s", c.NotBefore.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-// concatPEM encodes certs as consecutive CERTIFICATE blocks.
-func concatPEM(certs []*x509.Certificate) []byte {
-	var buf bytes.Buffer
-	for _, c := range certs {
-		buf.Write(certToPEM(c))
-	}
-	return buf.Bytes()
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshpilot/meshpilot/internal/pki"
 )
 
 // pluginSet is one generation of plug-in CA files.
@@ -161,7 +163,7 @@ func TestLoadPluginErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leafPEM := certToPEM(leafChain.Leaf)
+	leafPEM := pki.EncodeCertificates(leafChain.Leaf)
 	if _, err := ParseBundle(leafPEM, selfSigned.KeyPEM, nil, selfSigned.CertPEM); err == nil || !strings.Contains(err.Error(), "ca-cert.pem: not a CA") {
 		t.Errorf("ParseBundle(leaf as ca-cert) = %v, want not a CA", err)
 	}

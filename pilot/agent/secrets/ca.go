@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshpilot/meshpilot/internal/pki"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -153,11 +154,11 @@ func (m *Manager) checkResponse(chainPEM []string, key crypto.Signer, keyPEM []b
 	if err := checkChain(chain[:len(chain)-1], []*x509.Certificate{root}); err != nil {
 		return nil, fmt.Errorf("cert_chain: does not verify up to its last certificate: %w", err)
 	}
-	rootPEM := encodeCerts([]*x509.Certificate{root})
+	rootPEM := pki.EncodeCertificates(root)
 	m.compareRootFile(root)
 	return &Item{
 		Name:          WorkloadName,
-		CertChainPEM:  encodeCerts(chain[:len(chain)-1]),
+		CertChainPEM:  pki.EncodeCertificates(chain[:len(chain)-1]...),
 		PrivateKeyPEM: keyPEM,
 		RootPEM:       rootPEM,
 		NotBefore:     leaf.NotBefore,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/meshpilot/meshpilot/internal/pki"
 )
 
 // fileResync re-reads file-mounted certificates this often even without a
@@ -118,7 +119,7 @@ func loadFiles(dir string) (workload, root *Item, err error) {
 	if _, err := parseCerts(filepath.Join(dir, RootCertFile), rootPEM); err != nil {
 		return nil, nil, err
 	}
-	key, err := parsePrivateKey(keyPEM)
+	key, err := pki.ParsePrivateKey(keyPEM)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, KeyFile), err)
 	}

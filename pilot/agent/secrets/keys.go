@@ -1,7 +1,6 @@
 package secrets
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,10 +8,11 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/meshpilot/meshpilot/internal/pki"
 )
 
 // keyType is the workload key's algorithm.
@@ -83,73 +83,17 @@ func newKeyAndCSR(kt keyType, identity string) (crypto.Signer, []byte, []byte, e
 	return key, pem.EncodeToMemory(block), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
 }
 
-// parseCerts decodes every CERTIFICATE block of data; what names the source
-// in errors.
+// parseCerts decodes data as PEM certificates (at least one); what names
+// the source in errors.
 func parseCerts(what string, data []byte) ([]*x509.Certificate, error) {
-	var certs []*x509.Certificate
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("%s: certificate %d: %w", what, len(certs), err)
-		}
-		certs = append(certs, c)
+	certs, err := pki.ParseCertificates(what, data)
+	if err != nil {
+		return nil, err
 	}
 	if len(certs) == 0 {
 		return nil, fmt.Errorf("%s: no PEM certificate", what)
 	}
 	return certs, nil
-}
-
-// encodeCerts returns the PEM of certs, one block each.
-func encodeCerts(certs []*x509.Certificate) []byte {
-	var b bytes.Buffer
-	for _, c := range certs {
-		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
-	}
-	return b.Bytes()
-}
-
-// parsePrivateKey decodes the first private key block of data (PKCS#8,
-// PKCS#1 or SEC1).
-func parsePrivateKey(data []byte) (crypto.Signer, error) {
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, errors.New("no PEM private key")
-		}
-		var (
-			k   any
-			err error
-		)
-		switch block.Type {
-		case "PRIVATE KEY":
-			k, err = x509.ParsePKCS8PrivateKey(block.Bytes)
-		case "RSA PRIVATE KEY":
-			k, err = x509.ParsePKCS1PrivateKey(block.Bytes)
-		case "EC PRIVATE KEY":
-			k, err = x509.ParseECPrivateKey(block.Bytes)
-		default:
-			continue
-		}
-		if err != nil {
-			// The parse error never holds key material, but keep it vague anyway.
-			return nil, fmt.Errorf("%s block does not parse", block.Type)
-		}
-		s, ok := k.(crypto.Signer)
-		if !ok {
-			return nil, fmt.Errorf("%s block: key type %T cannot sign", block.Type, k)
-		}
-		return s, nil
-	}
 }
 
 // keyMatches reports whether key is the private half of cert's public key.
