@@ -209,8 +209,8 @@ func TestRestartReusesRootAndPublishesEverywhere(t *testing.T) {
 			t.Fatalf("namespace %s: ConfigMap root differs from the CA's", ns.Name)
 		}
 	}
-	createNamespace(t, env, "created-later")
-	waitRootConfigMap(t, env, "created-later", func(s string) bool { return s == rootBefore })
+	later := createNamespace(t, env, "created-later")
+	waitRootConfigMap(t, env, later, func(s string) bool { return s == rootBefore })
 	stop()
 
 	second := bootstraptest.Start(t, opts)
@@ -218,6 +218,6 @@ func TestRestartReusesRootAndPublishesEverywhere(t *testing.T) {
 		t.Fatal("the restarted server made a new root instead of reusing Secret istio-ca-secret")
 	}
 	// The restarted server leads and keeps publishing: a namespace made now gets the same root.
-	createNamespace(t, env, "created-after-restart")
-	waitRootConfigMap(t, env, "created-after-restart", func(s string) bool { return s == rootBefore })
+	afterRestart := createNamespace(t, env, "created-after-restart")
+	waitRootConfigMap(t, env, afterRestart, func(s string) bool { return s == rootBefore })
 }
