@@ -6,14 +6,11 @@
 package agent_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 var (
@@ -66,29 +64,11 @@ func build(t *testing.T, pkg string) string {
 	return b.path
 }
 
-// syncBuffer collects a process's output while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // agentProcess is a running pilot-agent.
 type agentProcess struct {
 	cmd    *exec.Cmd
 	dir    string
-	out    *syncBuffer
+	out    *testutil.Buffer
 	exited chan struct{}
 	err    error
 }
@@ -105,7 +85,7 @@ func startAgent(t *testing.T, dir string, vars map[string]string, args ...string
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &agentProcess{cmd: cmd, dir: dir, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &agentProcess{cmd: cmd, dir: dir, out: &testutil.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	// Its own process group, so the end of the test can kill the agent and
 	// the Envoy it started together.
@@ -161,15 +141,7 @@ func freePort(t *testing.T) int {
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testutil.Eventually(t, d, what, cond)
 }
 
 // writeFile writes content to dir/rel, creating directories.
@@ -183,5 +155,3 @@ func writeFile(t *testing.T, dir, rel, content string) {
 		t.Fatal(err)
 	}
 }
-
-var _ = strings.Contains

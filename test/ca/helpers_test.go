@@ -8,9 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -29,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 )
@@ -142,49 +141,30 @@ func ensureNamespace(t *testing.T, env *kubetest.Env, ns string) {
 	}
 }
 
-func createNamespace(t *testing.T, env *kubetest.Env, ns string) {
+// createNamespace creates a new namespace named prefix plus a random
+// suffix (namespaces are never finalized here, so names are not reused)
+// and returns its name.
+func createNamespace(t *testing.T, env *kubetest.Env, prefix string) string {
 	t.Helper()
-	_, err := env.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	ns, err := env.Clientset().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create namespace %s: %v", ns, err)
+		t.Fatalf("create namespace %s-*: %v", prefix, err)
 	}
+	return ns.Name
 }
 
 // waitFor polls cond until it holds or 30 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, what, cond)
 }
 
 // metric scrapes /metrics and returns the value of the sample named
 // exactly series (labels in Prometheus' sorted order), 0 when absent.
 func metric(t *testing.T, srv *bootstrap.Server, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.MonitoringListenAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(body), "\n") {
-		if name, value, ok := strings.Cut(l, " "); ok && name == series {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", series, err)
-			}
-			return v
-		}
-	}
-	return 0
+	v, _ := bootstraptest.Metric(t, srv, series)
+	return v
 }
 
 // writePEMs writes each certificate of a response chain to its own file

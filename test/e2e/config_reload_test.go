@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +12,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
@@ -75,9 +73,9 @@ func TestBadDocumentKeepsLastGoodAndReloadRecovers(t *testing.T) {
 		}
 		bad := strings.Replace(string(good), "weight: 80", "weight: 180", 1)
 		writeFile(t, vsFile, bad)
-		waitFor(t, "config error reported in logs and metrics", func() bool {
-			return strings.Contains(logs.String(), "spec.http[0].route[0].weight") &&
-				metricValue(t, srv, "meshpilot_config_errors") == "1"
+		testutil.Eventually(t, 20*time.Second, "config error reported in logs and metrics", func() bool {
+			errs, ok := bootstraptest.Metric(t, srv, "meshpilot_config_errors")
+			return strings.Contains(logs.String(), "spec.http[0].route[0].weight") && ok && errs == 1
 		})
 		line := lineContaining(logs.String(), "spec.http[0].route[0].weight")
 		for _, want := range []string{"virtual-service-reviews-80-20.yaml", "VirtualService", "reviews", "default"} {
@@ -96,7 +94,7 @@ func TestBadDocumentKeepsLastGoodAndReloadRecovers(t *testing.T) {
 			t.Fatalf("fixed VirtualService never served: %v (now %v)", err, reviewsWeights(c))
 		}
 		stop()
-		if metricValue(t, srv, "meshpilot_config_errors") != "0" {
+		if errs, ok := bootstraptest.Metric(t, srv, "meshpilot_config_errors"); !ok || errs != 0 {
 			t.Error("config error count not cleared after the fix")
 		}
 		writeFile(t, vsFile, string(good))
@@ -124,38 +122,6 @@ func lineContaining(s, sub string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if strings.Contains(l, sub) {
 			return l
-		}
-	}
-	return ""
-}
-
-// waitFor polls cond until it holds or 20 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// metricValue scrapes /metrics and returns the sample value of an unlabelled metric.
-func metricValue(t *testing.T, srv *bootstrap.Server, name string) string {
-	t.Helper()
-	resp, err := http.Get("http://" + srv.MonitoringListenAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(body), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
-			return f[1]
 		}
 	}
 	return ""

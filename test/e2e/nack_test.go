@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
@@ -42,7 +43,7 @@ func TestNACKKeepsStreamAndLastGoodConfig(t *testing.T) {
 			if w := reviewsWeights(c); w[reviewsV1] != 80 {
 				t.Fatalf("initial split %v", w)
 			}
-			before := metricValue(t, srv, "pilot_xds_rds_reject")
+			before, _ := bootstraptest.Metric(t, srv, "pilot_xds_rds_reject")
 
 			reject.Store(true)
 			vsFile := filepath.Join(dir, "virtual-service-reviews-80-20.yaml")
@@ -56,9 +57,12 @@ func TestNACKKeepsStreamAndLastGoodConfig(t *testing.T) {
 			if err := c.WaitFor(ctx, func(c *adsc.Client) bool { return c.Stats().NACKs[model.RouteType] > 0 }); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "pilot_xds_rds_reject to move", func() bool { return metricValue(t, srv, "pilot_xds_rds_reject") != before })
-			if total := metricValue(t, srv, `pilot_total_xds_rejects{type="rds"}`); total == "" || total == "0" {
-				t.Errorf("pilot_total_xds_rejects{type=\"rds\"} = %q", total)
+			testutil.Eventually(t, 20*time.Second, "pilot_xds_rds_reject to move", func() bool {
+				v, _ := bootstraptest.Metric(t, srv, "pilot_xds_rds_reject")
+				return v > before
+			})
+			if total, ok := bootstraptest.Metric(t, srv, `pilot_total_xds_rejects{type="rds"}`); !ok || total == 0 {
+				t.Errorf("pilot_total_xds_rejects{type=\"rds\"} = %v (present %v), want > 0", total, ok)
 			}
 			if w := reviewsWeights(c); w[reviewsV1] != 80 {
 				t.Fatalf("client state changed by a rejected update: %v", w)

@@ -1,7 +1,6 @@
 package helm
 
 import (
-	"bytes"
 	"context"
 	"debug/elf"
 	"encoding/json"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 // discoveryBuild is pilot-discovery built once for the package's tests,
@@ -99,24 +99,6 @@ func TestDiscoveryBinaryIsStatic(t *testing.T) {
 	buildDiscovery(t)
 }
 
-// syncBuffer collects a process's output for inspection while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // freeLoopbackAddr returns a loopback address with a port that was free a
 // moment ago, for a flag whose actual port the test must know.
 func freeLoopbackAddr(t *testing.T) string {
@@ -166,7 +148,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
 	// As the Deployment's downward API sets them.
 	cmd.Env = []string{"POD_NAME=istiod-helm-test", "POD_NAMESPACE=" + releaseNS, "HOME=" + dir, "PATH=/usr/bin:/bin"}
 	cmd.Dir = dir
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start pilot-discovery: %v", err)
@@ -280,7 +262,7 @@ func createWatchedObjects(ctx context.Context, t *testing.T, env *kubetest.Env) 
 
 // waitBody polls url until it answers 200 with a body that found accepts
 // (nil accepts any), the process exits or logs a denial, or ctx ends.
-func waitBody(ctx context.Context, url string, found func([]byte) (bool, error), exited <-chan struct{}, logs *syncBuffer) error {
+func waitBody(ctx context.Context, url string, found func([]byte) (bool, error), exited <-chan struct{}, logs *testutil.Buffer) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -29,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
@@ -83,17 +83,7 @@ func waitClient(t *testing.T, c *adsc.Client, what string, cond func(*adsc.Clien
 // waitUntil polls cond until it returns nil (30 s at most).
 func waitUntil(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testutil.EventuallyNoError(t, 30*time.Second, what, cond)
 }
 
 // clusterNames is the sorted CDS resource names the client holds.
@@ -141,38 +131,15 @@ func isEDSCluster(c *adsc.Client, name string) bool {
 	return a != nil && a.UnmarshalTo(cl) == nil && cl.GetType() == clusterv3.Cluster_EDS
 }
 
-// metric scrapes /metrics and sums the samples of name whose labels
-// contain every labelSub.
-func metric(t *testing.T, srv *bootstrap.Server, name string, labelSub ...string) float64 {
+// metric scrapes /metrics and returns the sample of name whose label set
+// is exactly labels (each `key="value"`, in sorted order), 0 when absent.
+func metric(t *testing.T, srv *bootstrap.Server, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.MonitoringListenAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	if len(labels) > 0 {
+		name += "{" + strings.Join(labels, ",") + "}"
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, l := range strings.Split(string(body), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 2 || (f[0] != name && !strings.HasPrefix(f[0], name+"{")) {
-			continue
-		}
-		match := true
-		for _, s := range labelSub {
-			if !strings.Contains(f[0], s) {
-				match = false
-			}
-		}
-		if match {
-			var v float64
-			fmt.Sscan(f[1], &v)
-			sum += v
-		}
-	}
-	return sum
+	v, _ := bootstraptest.Metric(t, srv, name)
+	return v
 }
 
 // applier creates the objects of YAML manifests through the dynamic client.

@@ -1,44 +1,25 @@
 package envoy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/agent/envoy/envoytest"
 )
 
 // fakeEnvoyBinary is the fakeenvoy executable built by TestMain.
 var fakeEnvoyBinary string
 
-func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "fakeenvoy")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "temp dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	fakeEnvoyBinary, err = envoytest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(envoytest.RunMain(m, &fakeEnvoyBinary)) }
 
 // fake is one fakeenvoy setup: a bootstrap with a free admin port and a record file.
 type fake struct {
@@ -48,23 +29,12 @@ type fake struct {
 
 func newFake(t *testing.T, env ...string) *fake {
 	t.Helper()
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	f := &fake{config: filepath.Join(dir, "envoy-rev.json"), recordFile: filepath.Join(dir, "record.jsonl"), port: port}
-	if err := envoytest.WriteBootstrap(f.config, port); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(envoytest.EnvRecord, f.recordFile)
+	e := envoytest.NewFake(t)
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	return f
+	return &fake{config: e.Config, recordFile: e.RecordFile, port: e.AdminPort}
 }
 
 func (f *fake) options() Options {
@@ -87,39 +57,14 @@ func (f *fake) records(t *testing.T) []envoytest.Record {
 	return recs
 }
 
-// eventually polls cond until it holds or 20s pass.
+// eventually polls cond until it returns nil or 20s pass.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.EventuallyNoError(t, 20*time.Second, what, cond)
 }
 
 // lockedBuffer is a bytes.Buffer safe for the copy goroutines and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = testutil.Buffer
 
 func TestArgs(t *testing.T) {
 	o := Options{

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,11 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 // start runs a status server on a loopback port for the test's lifetime.
@@ -113,28 +113,10 @@ func TestStatsMerged(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestStatsEnvoyDown(t *testing.T) {
 	envoy := httptest.NewServer(http.NotFoundHandler())
 	envoy.Close() // nothing listens there now
-	var logs syncBuffer
+	var logs testutil.Buffer
 	base := start(t, Options{
 		Registry:      agentRegistry(),
 		EnvoyStatsURL: envoy.URL + "/stats/prometheus",

@@ -1,7 +1,6 @@
 package sds_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds"
 )
 
@@ -104,29 +104,11 @@ func selfSigned(t *testing.T, cn string) (certPEM, keyPEM []byte) {
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // running is a Server started by startServer.
 type running struct {
 	srv    *sds.Server
 	path   string
-	logs   *syncBuffer
+	logs   *testutil.Buffer
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -146,7 +128,7 @@ func socketPath(t *testing.T) string {
 // startServer runs a Server on path with p until the test ends.
 func startServer(t *testing.T, p sds.Provider, path string) *running {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv := sds.New(sds.Options{SocketPath: path, Provider: p, Log: log})
 	ctx, cancel := context.WithCancel(context.Background())

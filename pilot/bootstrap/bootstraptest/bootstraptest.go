@@ -3,7 +3,6 @@
 package bootstraptest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 )
 
@@ -88,23 +88,13 @@ func Logger(t testing.TB, level slog.Level, also io.Writer) *slog.Logger {
 
 // LogBuffer collects log lines written from the server's goroutines, for
 // tests that read them (pass it to Logger).
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type LogBuffer = testutil.Buffer
 
-// Write appends p.
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything written so far.
-func (b *LogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+// Metric returns the sample named exactly series from srv's /metrics page
+// (see testutil.Metric); ok=false when absent.
+func Metric(t testing.TB, srv *bootstrap.Server, series string) (value float64, ok bool) {
+	t.Helper()
+	return testutil.Metric(t, "http://"+srv.MonitoringListenAddr()+"/metrics", series)
 }
 
 // Dial opens a plaintext gRPC connection to addr, closed when the test ends.

@@ -1,13 +1,11 @@
 package kubeca
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,27 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 const pollTimeout = 30 * time.Second
-
-// lockedBuffer is a log sink safe for the publisher's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // rootSource is a root that tests change, with its change signal.
 type rootSource struct {
@@ -155,7 +137,7 @@ func TestPublisherKeepsEveryNamespaceInSync(t *testing.T) {
 	nsB := createNamespace(t, "pub-b")
 	nsGone := createNamespace(t, "pub-gone")
 	root := newRootSource(t)
-	var logs lockedBuffer
+	var logs testutil.Buffer
 	_, _ = startPublisher(t, root, slog.New(slog.NewTextHandler(&logs, nil)))
 
 	// Namespaces that existed before Run, including the system ones.
