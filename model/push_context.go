@@ -71,6 +71,10 @@ type PushContext struct {
 
 	gateways []Config
 	sidecars []Config
+	// sidecarsByNS indexes sidecars (see sidecarIndex); scopes caches the
+	// SidecarScopes computed from this snapshot.
+	sidecarsByNS map[string][]*Config
+	scopes       *sidecarScopes
 
 	// cache is env.Cache; cacheEpoch its full epoch when pc was built.
 	cache      *XDSCache
@@ -78,6 +82,8 @@ type PushContext struct {
 	// vsSourceLabels is true when a VirtualService match uses sourceLabels,
 	// so routes may differ between proxies of one namespace.
 	vsSourceLabels bool
+	// security indexes PeerAuthentication and AuthorizationPolicy (security_policies.go).
+	security *SecurityPolicies
 }
 
 // NewPushContext builds a snapshot from env. When prev and req are given,
@@ -93,6 +99,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		Endpoints:     env.Endpoints,
 		cache:         env.Cache,
 		cacheEpoch:    env.Cache.FullEpoch(),
+		scopes:        &sidecarScopes{},
 	}
 	reuse := prev != nil && req != nil && !(req.Full && len(req.ConfigsUpdated) == 0) && !req.Updated(KindMeshConfig)
 	switch {
@@ -124,10 +131,12 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		pc.gateways = env.ConfigStore.List(KindGateway)
 	}
 	if reuse && !req.Updated(KindSidecar) {
-		pc.sidecars = prev.sidecars
+		pc.sidecars, pc.sidecarsByNS = prev.sidecars, prev.sidecarsByNS
 	} else {
 		pc.sidecars = env.ConfigStore.List(KindSidecar)
+		pc.sidecarsByNS = sidecarIndex(pc.sidecars)
 	}
+	pc.security = securityPoliciesFor(env, prev, req, reuse)
 	return pc
 }
 
@@ -239,30 +248,33 @@ func (pc *PushContext) Services() []*Service { return pc.services }
 // ServiceByHost returns the service with the given hostname.
 func (pc *PushContext) ServiceByHost(hostname string) *Service { return pc.servicesByHost[hostname] }
 
-// ServicesFor returns the services visible to proxy, sorted by hostname.
+// ServicesFor returns the services visible to proxy, sorted by hostname:
+// those exported to its namespace that its SidecarScope selects. The
+// result is shared: callers must not change it.
 func (pc *PushContext) ServicesFor(proxy *Proxy) []*Service {
-	out := make([]*Service, 0, len(pc.services))
-	for _, s := range pc.services {
-		if s.VisibleTo(proxy.ConfigNamespace()) {
-			out = append(out, s)
-		}
-	}
-	return out
+	return pc.SidecarScope(proxy).Services()
+}
+
+// VisibleService returns the service with hostname if proxy sees it (see
+// ServicesFor), else nil.
+func (pc *PushContext) VisibleService(proxy *Proxy, hostname string) *Service {
+	return pc.SidecarScope(proxy).Service(hostname)
 }
 
 // VirtualServicesFor returns the VirtualServices that apply to hostname for
 // sidecars (gateway "mesh"), exact host matches first, oldest first.
 func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Config {
 	var out []*Config
+	scope := pc.SidecarScope(proxy)
 	for _, c := range pc.virtualServices[hostname] {
-		if appliesToMesh(c) && vsVisible(c, proxy) {
+		if appliesToMesh(c) && vsVisible(c, proxy) && scope.VirtualServiceVisible(c) {
 			out = append(out, c)
 		}
 	}
 	for _, c := range pc.vsWildcard {
 		vs := c.Spec.(*networking.VirtualService)
 		for _, h := range vs.GetHosts() {
-			if HostMatches(ResolveShortname(h, c.Namespace, pc.DomainSuffix), hostname) && appliesToMesh(c) && vsVisible(c, proxy) {
+			if HostMatches(ResolveShortname(h, c.Namespace, pc.DomainSuffix), hostname) && appliesToMesh(c) && vsVisible(c, proxy) && scope.VirtualServiceVisible(c) {
 				out = append(out, c)
 				break
 			}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"log/slog"
 	"strings"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -22,12 +23,20 @@ import (
 //	anything else, or a full push
 //	with no keys
 //
-// Which proxies a change reaches: a Service, DestinationRule or
-// VirtualService change reaches a proxy when the object, before or after
-// the change, is exported to the proxy's namespace (a Service change also
-// reaches the proxies that are its endpoints, for their inbound config); an
-// endpoint-only change reaches the proxies watching a cluster of a changed
-// host; any other change reaches every proxy.
+// Which proxies a change reaches is decided by each proxy's SidecarScope
+// (model.SidecarScope), in the snapshot before and after the change: a
+// Service change, or an endpoint change that comes with a full push,
+// reaches a proxy whose scope sees the service (exported to its namespace
+// and selected by its Sidecar's egress hosts), and the proxies that are its
+// endpoints, for their inbound config; a DestinationRule or VirtualService
+// change reaches a proxy when the object is exported to its namespace and,
+// under a Sidecar, concerns hosts the Sidecar selects; a Sidecar change
+// reaches the proxies the Sidecar applies to, before or after the change.
+// ServiceEntry and WorkloadEntry keys are reported with the Service and
+// Endpoints keys of the services they changed, and those decide; alone
+// they reach everyone. An endpoint-only (EDS) change reaches the proxies
+// watching a cluster of a changed host, which they only have when their
+// scope sees it. Any other change reaches every proxy.
 var pushTypes = map[model.Kind][]string{
 	model.KindEndpoints:       {model.EndpointType},
 	model.KindService:         {model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType},
@@ -38,7 +47,12 @@ var pushTypes = map[model.Kind][]string{
 // scopedKinds are the kinds whose reach is decided by visibility.
 var scopedKinds = map[model.Kind]bool{
 	model.KindService: true, model.KindDestinationRule: true, model.KindVirtualService: true, model.KindEndpoints: true,
+	model.KindSidecar: true, model.KindServiceEntry: true, model.KindWorkloadEntry: true,
 }
+
+// byServiceKeys are the kinds whose reach is that of the service keys they
+// come with.
+var byServiceKeys = map[model.Kind]bool{model.KindServiceEntry: true, model.KindWorkloadEntry: true}
 
 // typeAffected reports whether req can change typeURL for c's proxy.
 func (c *Connection) typeAffected(typeURL string, req *model.PushRequest) bool {
@@ -68,14 +82,18 @@ type pushScope struct {
 	prev *model.PushContext
 	// everyone is true when the request is not scoped.
 	everyone bool
-	// byNamespace memoises the visibility answer per proxy namespace.
-	byNamespace map[string]bool
-	// services are the hostnames of changed services (inbound check).
+	// byScope memoises the visibility answer per pair of scopes (after,
+	// before): scopes are shared by every proxy of a namespace under one Sidecar.
+	byScope map[scopePair]bool
+	// services are the hostnames of changed services and endpoints (inbound check).
 	services []string
 }
 
+// scopePair is a proxy's SidecarScope in the new snapshot and the previous one.
+type scopePair struct{ now, before *model.SidecarScope }
+
 func newPushScope(req *model.PushRequest, prev *model.PushContext) *pushScope {
-	p := &pushScope{req: req, prev: prev, byNamespace: map[string]bool{}}
+	p := &pushScope{req: req, prev: prev, byScope: map[scopePair]bool{}}
 	if !req.Full {
 		return p
 	}
@@ -83,15 +101,28 @@ func newPushScope(req *model.PushRequest, prev *model.PushContext) *pushScope {
 		p.everyone = true
 		return p
 	}
+	serviceKeys, bySources := false, false
 	for k := range req.ConfigsUpdated {
 		if !scopedKinds[k.Kind] {
 			p.everyone = true
 			return p
 		}
-		if k.Kind == model.KindService {
+		switch {
+		case k.Kind == model.KindService:
 			p.services = append(p.services, k.Name)
+			serviceKeys = true
+		case k.Kind == model.KindEndpoints:
+			// A workload's own inbound config follows its endpoints too
+			// (a WorkloadEntry's labels or ports).
+			p.services = append(p.services, k.Name)
+			serviceKeys = true
+		case byServiceKeys[k.Kind]:
+			bySources = true
 		}
 	}
+	// A ServiceEntry or WorkloadEntry change without the service keys that
+	// tell its reach reaches everyone.
+	p.everyone = bySources && !serviceKeys
 	return p
 }
 
@@ -103,17 +134,20 @@ func (p *pushScope) affects(c *Connection) bool {
 	if p.everyone {
 		return true
 	}
-	ns := c.proxy.ConfigNamespace()
-	visible, ok := p.byNamespace[ns]
+	pair := scopePair{now: p.req.Push.SidecarScope(c.proxy), before: p.prev.SidecarScope(c.proxy)}
+	visible, ok := p.byScope[pair]
 	if !ok {
 		visible = false
 		for k := range p.req.ConfigsUpdated {
-			if p.req.Push.ConfigVisibleTo(k, ns) || p.prev.ConfigVisibleTo(k, ns) {
+			if byServiceKeys[k.Kind] {
+				continue
+			}
+			if pair.now.ConfigVisible(k) || pair.before.ConfigVisible(k) {
 				visible = true
 				break
 			}
 		}
-		p.byNamespace[ns] = visible
+		p.byScope[pair] = visible
 	}
 	if visible {
 		return true
@@ -188,4 +222,16 @@ func (ws *watchState) hosts() map[string]struct{} {
 		ws.hostIndex[name] = struct{}{}
 	}
 	return ws.hostIndex
+}
+
+// logSidecarWarnings logs the Sidecar fields meshpilot ignores (see
+// model.SidecarWarnings) when pc's Sidecars were (re)indexed: at the first
+// build and whenever req touches Sidecars.
+func logSidecarWarnings(log *slog.Logger, req *model.PushRequest, pc *model.PushContext) {
+	if log == nil || !req.Updated(model.KindSidecar) {
+		return
+	}
+	for _, w := range pc.SidecarWarnings() {
+		log.Warn("unsupported Sidecar field", "detail", w)
+	}
 }

@@ -216,6 +216,7 @@ func (s *DiscoveryServer) PushSeq() uint64 { return s.pushSeq.Load() }
 func (s *DiscoveryServer) buildPushContext(req *model.PushRequest) *model.PushContext {
 	start := time.Now()
 	pc := model.NewPushContext(s.env, s.push.Load(), req)
+	logSidecarWarnings(s.log, req, pc)
 	if s.metrics != nil {
 		s.metrics.PushContextInitTime.Observe(time.Since(start).Seconds())
 		s.metrics.Services.Set(float64(len(pc.Services())))

@@ -62,9 +62,11 @@ func Build(proxy *model.Proxy, push *model.PushContext) ([]*clusterv3.Cluster, e
 
 // ServiceClusters returns the outbound clusters of svc as seen through the
 // DestinationRule dr (nil for none): one per non-UDP port, then one per
-// subset of each port, without duplicate names. The result depends only on
-// svc, dr, timeout and, for DNS services, the service's endpoints, so it can
-// be shared by every proxy that sees the same rule.
+// subset of each port, without duplicate names, each with its effective
+// traffic policy (EffectivePolicy) applied. The result depends only on svc,
+// dr, timeout, the mesh config and, for DNS services or rules using
+// ISTIO_MUTUAL (the service accounts), the service's endpoints, so it can be
+// shared by every proxy that sees the same rule.
 func ServiceClusters(push *model.PushContext, svc *model.Service, dr *model.Config, timeout *durationpb.Duration) ([]*clusterv3.Cluster, error) {
 	var rule *networking.DestinationRule
 	if dr != nil {
@@ -84,22 +86,20 @@ func ServiceClusters(push *model.PushContext, svc *model.Service, dr *model.Conf
 		}
 		out = append(out, c)
 	}
+	var sas []string
+	if usesIstioMutual(rule) {
+		sas = ServiceAccounts(push, svc)
+	}
 	for _, port := range svc.Ports {
 		if port.Protocol == model.ProtocolUDP {
 			continue
 		}
-		lb := loadBalancerFor(rule.GetTrafficPolicy(), port.Port)
-		c, err := outbound(push, svc, port, "", nil, lb, timeout)
-		if err != nil {
-			return nil, err
-		}
-		add(c)
-		for _, ss := range rule.GetSubsets() {
-			ssLB := loadBalancerFor(ss.GetTrafficPolicy(), port.Port)
-			if ssLB == nil {
-				ssLB = lb
+		for _, subset := range append([]string{""}, subsetNames(rule)...) {
+			var labels map[string]string
+			if subset != "" {
+				labels = model.Subset(dr, subset).GetLabels()
 			}
-			c, err := outbound(push, svc, port, ss.GetName(), ss.GetLabels(), ssLB, timeout)
+			c, err := outbound(push, svc, port, subset, labels, EffectivePolicy(rule, subset, port.Port), sas, timeout)
 			if err != nil {
 				return nil, err
 			}
@@ -107,6 +107,25 @@ func ServiceClusters(push *model.PushContext, svc *model.Service, dr *model.Conf
 		}
 	}
 	return out, nil
+}
+
+func subsetNames(rule *networking.DestinationRule) []string {
+	out := make([]string, 0, len(rule.GetSubsets()))
+	for _, s := range rule.GetSubsets() {
+		out = append(out, s.GetName())
+	}
+	return out
+}
+
+// usesIstioMutual reports whether any policy of rule asks for ISTIO_MUTUAL
+// (its clusters then name the destination's service accounts).
+func usesIstioMutual(rule *networking.DestinationRule) bool {
+	for _, pa := range Policies(rule) {
+		if pa.Policy.GetTls().GetMode() == networking.ClientTLSSettings_ISTIO_MUTUAL {
+			return true
+		}
+	}
+	return false
 }
 
 // InboundClusters returns the inbound clusters of the proxy's own service
@@ -134,19 +153,10 @@ func BuiltinClusters(timeout *durationpb.Duration) []*clusterv3.Cluster {
 	return []*clusterv3.Cluster{blackHole(timeout), passthrough(timeout), inboundPassthrough(timeout)}
 }
 
-// loadBalancerFor returns the load balancer settings of policy for a port:
-// a matching portLevelSettings entry wins over the policy-wide one.
-func loadBalancerFor(policy *networking.TrafficPolicy, port uint32) *networking.LoadBalancerSettings {
-	for _, pls := range policy.GetPortLevelSettings() {
-		if pls.GetPort().GetNumber() == port && pls.GetLoadBalancer() != nil {
-			return pls.GetLoadBalancer()
-		}
-	}
-	return policy.GetLoadBalancer()
-}
-
+// outbound builds "outbound|PORT|SUBSET|HOST" with the effective traffic
+// policy applied; sas are the destination's SPIFFE IDs (for ISTIO_MUTUAL).
 func outbound(push *model.PushContext, svc *model.Service, port model.Port, subset string, labels map[string]string,
-	lb *networking.LoadBalancerSettings, timeout *durationpb.Duration,
+	policy *networking.TrafficPolicy, sas []string, timeout *durationpb.Duration,
 ) (*clusterv3.Cluster, error) {
 	name := BuildName(Outbound, subset, svc.Hostname, port.Port)
 	c := &clusterv3.Cluster{Name: name, ConnectTimeout: timeout}
@@ -168,31 +178,19 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 	default:
 		return nil, fmt.Errorf("service %s: resolution %v: not supported", svc.Hostname, svc.Resolution)
 	}
+	applyConnectionPool(c, policy.GetConnectionPool())
+	applyOutlierDetection(c, policy.GetOutlierDetection())
 	if svc.Resolution != model.Passthrough {
-		applySimpleLB(c, lb)
+		applyLB(c, policy.GetLoadBalancer())
 	}
-	if port.Protocol.IsHTTP2() {
-		if err := setHTTP2(c); err != nil {
-			return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
-		}
+	if err := applyHTTPOptions(c, port, policy.GetConnectionPool(), push.Mesh); err != nil {
+		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
+	}
+	t := tlsTarget{port: port, subset: subset, host: svc.Hostname, serviceAccounts: sas}
+	if err := applyTLS(c, policy.GetTls(), t); err != nil {
+		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
 	return c, nil
-}
-
-// applySimpleLB applies loadBalancer.simple; unset means LEAST_REQUEST, Istio's default.
-func applySimpleLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings) {
-	switch lb.GetSimple() {
-	case networking.LoadBalancerSettings_ROUND_ROBIN:
-		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
-	case networking.LoadBalancerSettings_RANDOM:
-		c.LbPolicy = clusterv3.Cluster_RANDOM
-	case networking.LoadBalancerSettings_PASSTHROUGH:
-		c.EdsClusterConfig, c.LoadAssignment = nil, nil
-		c.DnsLookupFamily, c.RespectDnsTtl = clusterv3.Cluster_AUTO, false
-		setOriginalDst(c)
-	default:
-		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
-	}
 }
 
 func setOriginalDst(c *clusterv3.Cluster) {

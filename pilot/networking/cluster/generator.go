@@ -5,6 +5,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
 )
@@ -15,8 +16,8 @@ import (
 // model.XDSCache, keyed by the service hostname and the DestinationRule the
 // proxy sees for it (Istio's precedence makes that depend on the proxy's
 // namespace), and dropped when the service, that rule, or (for DNS
-// services, whose clusters list their endpoints) the service's endpoints
-// change. The built-in clusters are cached under one key that only a
+// services, whose clusters list their endpoints, and ISTIO_MUTUAL rules,
+// whose clusters name the service accounts) the service's endpoints change. The built-in clusters are cached under one key that only a
 // mesh-wide invalidation drops. Inbound clusters are per proxy and built
 // fresh.
 type Generator struct{}
@@ -68,8 +69,8 @@ func (Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, _
 	timeout := ConnectTimeout(push.Mesh)
 	var out model.Resources
 	for h := range hosts {
-		svc := push.ServiceByHost(h)
-		if svc == nil || !svc.VisibleTo(proxy.ConfigNamespace()) {
+		svc := push.VisibleService(proxy, h)
+		if svc == nil {
 			continue
 		}
 		res, err := serviceResources(proxy, push, cache, svc, timeout)
@@ -105,13 +106,22 @@ func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.
 	return res, nil
 }
 
+// rule is the DestinationRule of dr, nil for none.
+func rule(dr *model.Config) *networking.DestinationRule {
+	if dr == nil {
+		return nil
+	}
+	r, _ := dr.Spec.(*networking.DestinationRule)
+	return r
+}
+
 func clusterName(c *clusterv3.Cluster) string { return c.GetName() }
 
 // serviceDeps is what a service's clusters depend on besides the mesh.
 func serviceDeps(svc *model.Service, dr *model.Config) []model.ConfigKey {
 	deps := make([]model.ConfigKey, 0, 3)
 	deps = append(deps, model.ServiceDep(svc.Hostname))
-	if svc.Resolution == model.DNSLB || svc.Resolution == model.DNSRoundRobinLB {
+	if svc.Resolution == model.DNSLB || svc.Resolution == model.DNSRoundRobinLB || usesIstioMutual(rule(dr)) {
 		deps = append(deps, model.EndpointsDep(svc.Hostname))
 	}
 	if dr != nil {

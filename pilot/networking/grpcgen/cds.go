@@ -1,15 +1,21 @@
 package grpcgen
 
 import (
+	"fmt"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
 
 // ClusterGenerator builds EDS clusters "outbound|PORT|SUBSET|FQDN": one per
-// port of each visible service and one more per DestinationRule subset.
+// port of each visible service and one more per DestinationRule subset,
+// with the parts of the effective traffic policy grpc-go carries out (see
+// buildCluster; PolicyWarnings names the rest).
 type ClusterGenerator struct{}
 
 // Generate returns the requested clusters that exist (unknown names are
@@ -18,13 +24,14 @@ func (ClusterGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w 
 	out := map[string]proto.Message{}
 	names, wildcard := requested(w)
 	if wildcard {
-		for _, n := range allClusterNames(proxy, push) {
-			out[n] = buildCluster(n)
-		}
+		names = append(allClusterNames(proxy, push), names...)
 	}
 	for _, n := range names {
-		if _, ok := resolveCluster(proxy, push, n); ok {
-			out[n] = buildCluster(n)
+		if _, done := out[n]; done {
+			continue
+		}
+		if ct, ok := resolveCluster(proxy, push, n); ok {
+			out[n] = buildCluster(n, ct)
 		}
 	}
 	return marshalAll(model.ClusterType, out)
@@ -62,6 +69,10 @@ type clusterTarget struct {
 	port    model.Port
 	// labels select the subset's endpoints; nil for the whole service.
 	labels map[string]string
+	// subset is the subset's name, "" for the whole service.
+	subset string
+	// rule is the DestinationRule the proxy sees for the service, or nil.
+	rule *model.Config
 }
 
 // resolveCluster parses an outbound cluster name and checks that the
@@ -79,21 +90,26 @@ func resolveCluster(proxy *model.Proxy, push *model.PushContext, name string) (c
 	if !ok {
 		return clusterTarget{}, false
 	}
-	ct := clusterTarget{service: svc, port: port}
+	dr := push.DestinationRule(proxy.ConfigNamespace(), svc)
+	ct := clusterTarget{service: svc, port: port, rule: dr}
 	if subset == "" {
 		return ct, true
 	}
-	s := model.Subset(push.DestinationRule(proxy.ConfigNamespace(), svc), subset)
+	s := model.Subset(dr, subset)
 	if s == nil {
 		return clusterTarget{}, false
 	}
-	ct.labels = s.GetLabels()
+	ct.labels, ct.subset = s.GetLabels(), subset
 	return ct, true
 }
 
-// buildCluster returns an EDS cluster fetching endpoints of the same name over ADS.
-func buildCluster(name string) *clusterv3.Cluster {
-	return &clusterv3.Cluster{
+// buildCluster returns an EDS cluster fetching endpoints of the same name
+// over ADS, with what grpc-go supports of the effective traffic policy:
+// LEAST_REQUEST, consistentHash as RING_HASH (else ROUND_ROBIN), the
+// circuit breaker max_requests (http2MaxRequests) and outlier detection.
+func buildCluster(name string, ct clusterTarget) *clusterv3.Cluster {
+	policy := cluster.EffectivePolicyFor(ct.rule, ct.subset, ct.port.Port)
+	c := &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
 		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{
@@ -102,4 +118,83 @@ func buildCluster(name string) *clusterv3.Cluster {
 		},
 		LbPolicy: clusterv3.Cluster_ROUND_ROBIN,
 	}
+	lb := policy.GetLoadBalancer()
+	switch {
+	case lb.GetConsistentHash() != nil:
+		c.LbPolicy = clusterv3.Cluster_RING_HASH
+		rh := &clusterv3.Cluster_RingHashLbConfig{HashFunction: clusterv3.Cluster_RingHashLbConfig_XX_HASH}
+		if size := cluster.RingSize(lb.GetConsistentHash()); size > 0 {
+			rh.MinimumRingSize = wrapperspb.UInt64(size)
+		}
+		c.LbConfig = &clusterv3.Cluster_RingHashLbConfig_{RingHashLbConfig: rh}
+	case lb.GetSimple() == networking.LoadBalancerSettings_LEAST_REQUEST || lb.GetSimple() == networking.LoadBalancerSettings_LEAST_CONN:
+		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+	}
+	if v := policy.GetConnectionPool().GetHttp().GetHttp2MaxRequests(); v > 0 {
+		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			MaxRequests: wrapperspb.UInt32(uint32(v)),
+		}}}
+	}
+	c.OutlierDetection = cluster.OutlierDetection(policy.GetOutlierDetection())
+	return c
+}
+
+// PolicyWarnings names every traffic policy field of the DestinationRule dr
+// that proxyless gRPC clusters do not carry out, one message each.
+func PolicyWarnings(dr *model.Config) []string {
+	if dr == nil {
+		return nil
+	}
+	rule, _ := dr.Spec.(*networking.DestinationRule)
+	var out []string
+	for _, pa := range cluster.Policies(rule) {
+		for _, w := range grpcUnsupported(pa.Policy) {
+			out = append(out, fmt.Sprintf("DestinationRule %s/%s: %s.%s (proxyless gRPC)", dr.Namespace, dr.Name, pa.Path, w))
+		}
+	}
+	return out
+}
+
+func grpcUnsupported(p *networking.TrafficPolicy) []string {
+	var out []string
+	add := func(set bool, field, why string) {
+		if set {
+			out = append(out, field+": "+why)
+		}
+	}
+	const ignored = "not supported, ignored"
+	add(p.GetTunnel() != nil, "tunnel", ignored)
+	add(p.GetProxyProtocol() != nil, "proxyProtocol", ignored)
+	add(p.GetRetryBudget() != nil, "retryBudget", ignored)
+	add(p.GetTls() != nil && p.GetTls().GetMode() != networking.ClientTLSSettings_DISABLE, "tls", ignored)
+	lb := p.GetLoadBalancer()
+	switch lb.GetSimple() {
+	case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH:
+		out = append(out, "loadBalancer.simple: "+lb.GetSimple().String()+" not supported, ROUND_ROBIN used")
+	}
+	ch := lb.GetConsistentHash()
+	add(ch.GetMaglev() != nil, "loadBalancer.consistentHash.maglev", "not supported, RING_HASH used")
+	add(ch.GetHttpCookie() != nil, "loadBalancer.consistentHash.httpCookie", "gRPC hashes on headers only, ignored")
+	add(ch.GetUseSourceIp(), "loadBalancer.consistentHash.useSourceIp", "gRPC hashes on headers only, ignored")
+	add(ch.GetHttpQueryParameterName() != "", "loadBalancer.consistentHash.httpQueryParameterName", "gRPC hashes on headers only, ignored")
+	add(lb.GetLocalityLbSetting() != nil, "loadBalancer.localityLbSetting", ignored)
+	add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", ignored)
+	add(lb.GetWarmupDurationSecs() != nil || lb.GetWarmup() != nil, "loadBalancer.warmup", ignored)
+	cp := p.GetConnectionPool()
+	add(cp.GetTcp() != nil, "connectionPool.tcp", ignored)
+	h := cp.GetHttp()
+	add(h.GetHttp1MaxPendingRequests() != 0, "connectionPool.http.http1MaxPendingRequests", ignored)
+	add(h.GetMaxRequestsPerConnection() != 0, "connectionPool.http.maxRequestsPerConnection", ignored)
+	add(h.GetMaxRetries() != 0, "connectionPool.http.maxRetries", ignored)
+	add(h.GetIdleTimeout() != nil, "connectionPool.http.idleTimeout", ignored)
+	add(h.GetH2UpgradePolicy() != networking.ConnectionPoolSettings_HTTPSettings_DEFAULT, "connectionPool.http.h2UpgradePolicy", ignored)
+	add(h.GetUseClientProtocol(), "connectionPool.http.useClientProtocol", ignored)
+	add(h.GetMaxConcurrentStreams() != 0, "connectionPool.http.maxConcurrentStreams", ignored)
+	add(h.GetHttp2KeepAlive() != nil, "connectionPool.http.http2KeepAlive", ignored)
+	od := p.GetOutlierDetection()
+	add(od.GetMinHealthPercent() != 0, "outlierDetection.minHealthPercent", ignored)
+	add(od.GetSplitExternalLocalOriginErrors(), "outlierDetection.splitExternalLocalOriginErrors", ignored)
+	add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
+	add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", ignored)
+	return out
 }

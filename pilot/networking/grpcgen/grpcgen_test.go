@@ -70,8 +70,8 @@ func TestListenersByName(t *testing.T) {
 			t.Errorf("listener %q: RDS config source is not ADS", name)
 		}
 		filters := hcm.GetHttpFilters()
-		if len(filters) != 1 || filters[0].GetName() != routerFilterName || filters[0].GetTypedConfig() == nil {
-			t.Errorf("listener %q: http filters %v, want only a typed router", name, filters)
+		if len(filters) != 2 || filters[0].GetName() != faultFilterName || filters[1].GetName() != routerFilterName || filters[1].GetTypedConfig() == nil {
+			t.Errorf("listener %q: http filters %v, want the fault filter then a typed router", name, filters)
 		}
 	}
 }

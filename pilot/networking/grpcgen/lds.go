@@ -3,6 +3,7 @@ package grpcgen
 import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
@@ -75,6 +76,12 @@ func buildAPIListener(name string) (*listenerv3.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The fault filter does nothing by itself: routes carry their faults
+	// in typed_per_filter_config under the same name.
+	fault, err := toAny(&faultv3.HTTPFault{})
+	if err != nil {
+		return nil, err
+	}
 	hcm := &hcmv3.HttpConnectionManager{
 		CodecType:  hcmv3.HttpConnectionManager_AUTO,
 		StatPrefix: name,
@@ -82,10 +89,10 @@ func buildAPIListener(name string) (*listenerv3.Listener, error) {
 			ConfigSource:    adsConfigSource(),
 			RouteConfigName: name,
 		}},
-		HttpFilters: []*hcmv3.HttpFilter{{
-			Name:       routerFilterName,
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
-		}},
+		HttpFilters: []*hcmv3.HttpFilter{
+			{Name: faultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: fault}},
+			{Name: routerFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}},
+		},
 	}
 	hcmAny, err := toAny(hcm)
 	if err != nil {

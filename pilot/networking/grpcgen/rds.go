@@ -2,6 +2,7 @@ package grpcgen
 
 import (
 	"fmt"
+	"log/slog"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,15 +15,20 @@ import (
 // RouteGenerator builds the route configuration an API listener names: one
 // virtual host for the dialled target with the routes of the service's
 // VirtualService, or a default route to the service's cluster.
-type RouteGenerator struct{}
+//
+// Logger may be nil (no logs); it receives a warning per VirtualService
+// field the routes do not carry (UnsupportedFields, missing delegates).
+type RouteGenerator struct {
+	Logger *slog.Logger
+}
 
 // Generate returns a route configuration per requested name that resolves to
 // a visible service port, or per HTTP or gRPC port for a wildcard watch.
-func (RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+func (g RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	out := map[string]proto.Message{}
 	names, wildcard := requested(w)
 	for _, t := range targets(proxy, push, names, wildcard) {
-		rc, err := buildRouteConfig(proxy, push, t)
+		rc, err := buildRouteConfig(proxy, push, t, g.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -31,10 +37,10 @@ func (RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w *m
 	return marshalAll(model.RouteType, out)
 }
 
-func buildRouteConfig(proxy *model.Proxy, push *model.PushContext, t target) (*routev3.RouteConfiguration, error) {
+func buildRouteConfig(proxy *model.Proxy, push *model.PushContext, t target, log *slog.Logger) (*routev3.RouteConfiguration, error) {
 	host := t.service.Hostname
 	canonical := hostPort(host, t.port.Port)
-	routes, err := routesFor(proxy, push, t)
+	routes, err := routesFor(proxy, push, t, log)
 	if err != nil {
 		return nil, err
 	}
@@ -51,16 +57,21 @@ func buildRouteConfig(proxy *model.Proxy, push *model.PushContext, t target) (*r
 // routesFor translates the first (oldest) VirtualService bound to the
 // service, as Istio does for conflicting VirtualServices, falling back to
 // the default route when there is none.
-func routesFor(proxy *model.Proxy, push *model.PushContext, t target) ([]*routev3.Route, error) {
+func routesFor(proxy *model.Proxy, push *model.PushContext, t target, log *slog.Logger) ([]*routev3.Route, error) {
 	for _, c := range push.VirtualServicesFor(proxy, t.service.Hostname) {
 		vs, ok := c.Spec.(*networking.VirtualService)
 		if !ok {
 			continue
 		}
 		rc := routeContext{proxy: proxy, push: push, vsNamespace: c.Namespace, target: t}
-		routes, err := buildVSRoutes(rc, vs)
+		routes, warns, err := buildVSRoutes(rc, vs)
 		if err != nil {
 			return nil, fmt.Errorf("route %q: VirtualService %s/%s: %w", t.name, c.Namespace, c.Name, err)
+		}
+		if log != nil {
+			for _, w := range append(UnsupportedFields(vs), warns...) {
+				log.Warn("virtual service field not applied", "virtualservice", c.Namespace+"/"+c.Name, "route", t.name, "field", w)
+			}
 		}
 		return routes, nil
 	}

@@ -3,17 +3,65 @@ package grpcgen
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/route"
 )
 
-// grpcRetryOn is what a VirtualService retry means for gRPC when retryOn is unset.
+// grpcRetryOn is what a VirtualService retry means for gRPC when retryOn is
+// unset or names no status gRPC retries on.
 const grpcRetryOn = "unavailable"
+
+// grpcRetryable are the retry_on conditions grpc-go understands: gRPC
+// status names; it ignores every other.
+var grpcRetryable = []string{"cancelled", "deadline-exceeded", "internal", "resource-exhausted", "unavailable"}
+
+// faultFilterName names the fault filter in the API listener and in the
+// routes' typed_per_filter_config (they must agree for grpc-go).
+const faultFilterName = route.FaultFilterName
+
+// nonGRPCRetryOn lists the retryOn conditions grpc-go ignores.
+func nonGRPCRetryOn(s string) string {
+	var out []string
+	for _, tok := range strings.Split(s, ",") {
+		if tok = strings.TrimSpace(tok); tok != "" && !containsString(grpcRetryable, tok) {
+			out = append(out, tok)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// grpcRetryPolicy translates retries for grpc-go: attempts → num_retries,
+// retryOn keeps the gRPC status names (default "unavailable"), backoff →
+// base interval. No retries (nil) when unset or attempts is 0: grpc-go has
+// no Istio default policy.
+func grpcRetryPolicy(r *networking.HTTPRetry) *routev3.RetryPolicy {
+	if r.GetAttempts() <= 0 {
+		return nil
+	}
+	var on []string
+	for _, tok := range strings.Split(r.GetRetryOn(), ",") {
+		if tok = strings.TrimSpace(tok); containsString(grpcRetryable, tok) && !containsString(on, tok) {
+			on = append(on, tok)
+		}
+	}
+	if len(on) == 0 {
+		on = []string{grpcRetryOn}
+	}
+	rp := &routev3.RetryPolicy{RetryOn: strings.Join(on, ","), NumRetries: wrapperspb.UInt32(uint32(r.GetAttempts()))}
+	if b := r.GetBackoff(); b != nil && b.AsDuration() > 0 {
+		rp.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(b.AsDuration())}
+	}
+	return rp
+}
 
 // routeContext is what translating one VirtualService for one target needs.
 type routeContext struct {
@@ -24,28 +72,38 @@ type routeContext struct {
 	target      target
 }
 
-// buildVSRoutes translates the HTTP routes of a VirtualService into routes
-// grpc-go accepts. Matches that do not apply to this proxy or port are
-// dropped; routes whose actions gRPC cannot perform (redirect, direct
-// response, delegate) or that match on query parameters are skipped.
-func buildVSRoutes(rc routeContext, vs *networking.VirtualService) ([]*routev3.Route, error) {
+// buildVSRoutes translates the HTTP routes of a VirtualService (delegates
+// expanded, see route.ExpandDelegates) into routes grpc-go accepts. Matches
+// that do not apply to this proxy or port are dropped; routes whose actions
+// gRPC cannot perform (redirect, direct response) or that match on query
+// parameters are skipped (UnsupportedFields names them).
+func buildVSRoutes(rc routeContext, vs *networking.VirtualService) ([]*routev3.Route, []string, error) {
 	var out []*routev3.Route
-	for i, hr := range vs.GetHttp() {
-		if hr.GetRedirect() != nil || hr.GetDirectResponse() != nil || hr.GetDelegate() != nil || len(hr.GetRoute()) == 0 {
+	scoped, warns := route.ExpandDelegates(vs, rc.vsNamespace, route.PushDelegates(rc.push))
+	for _, s := range scoped {
+		hr := s.Route
+		if hr.GetRedirect() != nil || hr.GetDirectResponse() != nil || len(hr.GetRoute()) == 0 {
 			continue
 		}
-		action, err := buildRouteAction(rc, hr)
+		src := rc
+		src.vsNamespace = s.Namespace
+		action, err := buildRouteAction(src, hr)
 		if err != nil {
-			return nil, fmt.Errorf("http[%d] (%q): %w", i, hr.GetName(), err)
+			return nil, nil, fmt.Errorf("%s (%q): %w", s.Path, hr.GetName(), err)
 		}
 		if action == nil {
 			continue
 		}
+		filters, err := perFilterConfig(hr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s (%q): %w", s.Path, hr.GetName(), err)
+		}
 		if len(hr.GetMatch()) == 0 {
 			out = append(out, &routev3.Route{
-				Name:   hr.GetName(),
-				Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-				Action: &routev3.Route_Route{Route: action},
+				Name:                 hr.GetName(),
+				Match:                &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action:               &routev3.Route_Route{Route: action},
+				TypedPerFilterConfig: filters,
 			})
 			continue
 		}
@@ -55,16 +113,37 @@ func buildVSRoutes(rc routeContext, vs *networking.VirtualService) ([]*routev3.R
 			}
 			match, err := buildRouteMatch(m)
 			if err != nil {
-				return nil, fmt.Errorf("http[%d] (%q).match[%d]: %w", i, hr.GetName(), j, err)
+				return nil, nil, fmt.Errorf("%s (%q).match[%d]: %w", s.Path, hr.GetName(), j, err)
 			}
 			out = append(out, &routev3.Route{
-				Name:   routeName(hr.GetName(), m.GetName()),
-				Match:  match,
-				Action: &routev3.Route_Route{Route: action},
+				Name:                 routeName(hr.GetName(), m.GetName()),
+				Match:                match,
+				Action:               &routev3.Route_Route{Route: action},
+				TypedPerFilterConfig: filters,
 			})
 		}
 	}
-	return out, nil
+	return out, warns, nil
+}
+
+// perFilterConfig carries a route's fault injection to grpc-go's fault
+// filter (the API listener lists it before the router).
+func perFilterConfig(hr *networking.HTTPRoute) (map[string]*anypb.Any, error) {
+	if hr.GetFault() == nil {
+		return nil, nil
+	}
+	f, err := route.FaultConfig(hr.GetFault())
+	if err != nil {
+		return nil, fmt.Errorf("fault: %w", err)
+	}
+	if f == nil {
+		return nil, nil
+	}
+	a, err := toAny(f)
+	if err != nil {
+		return nil, fmt.Errorf("fault: %w", err)
+	}
+	return map[string]*anypb.Any{faultFilterName: a}, nil
 }
 
 func routeName(route, match string) string {
@@ -202,12 +281,8 @@ func buildRouteAction(rc routeContext, hr *networking.HTTPRoute) (*routev3.Route
 	if t := hr.GetTimeout(); t != nil && t.AsDuration() > 0 {
 		action.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: t}
 	}
-	if r := hr.GetRetries(); r != nil && r.GetAttempts() > 0 {
-		on := r.GetRetryOn()
-		if on == "" {
-			on = grpcRetryOn
-		}
-		action.RetryPolicy = &routev3.RetryPolicy{RetryOn: on, NumRetries: wrapperspb.UInt32(uint32(r.GetAttempts()))}
+	if rp := grpcRetryPolicy(hr.GetRetries()); rp != nil {
+		action.RetryPolicy = rp
 	}
 	return action, nil
 }

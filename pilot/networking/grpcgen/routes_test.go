@@ -126,7 +126,7 @@ func TestBuildRouteActionTimeoutRetriesAndSkips(t *testing.T) {
 		{DirectResponse: &networking.HTTPDirectResponse{Status: 503}},
 		{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "echo"}}}},
 	}}
-	routes, err := buildVSRoutes(rc, vs)
+	routes, _, err := buildVSRoutes(rc, vs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -36,6 +38,25 @@ func RouterFilter() (*hcmv3.HttpFilter, error) {
 	return &hcmv3.HttpFilter{Name: wellknown.Router, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: cfg}}, nil
 }
 
+// RouteFeatureFilters returns the CORS and fault filters, empty: they act
+// only on routes whose typed_per_filter_config carries a CORS policy or a
+// fault (VirtualService corsPolicy and fault). They go before the router,
+// CORS first so a preflight is answered before any fault, as in Istio.
+func RouteFeatureFilters() ([]*hcmv3.HttpFilter, error) {
+	cors, err := anypb.New(&corsv3.Cors{})
+	if err != nil {
+		return nil, fmt.Errorf("cors filter: %w", err)
+	}
+	fault, err := anypb.New(&faultv3.HTTPFault{})
+	if err != nil {
+		return nil, fmt.Errorf("fault filter: %w", err)
+	}
+	return []*hcmv3.HttpFilter{
+		{Name: wellknown.CORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: cors}},
+		{Name: wellknown.Fault, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: fault}},
+	}, nil
+}
+
 // RDSConnectionManager returns an http_connection_manager filter that
 // fetches route configuration routeName over ADS.
 func RDSConnectionManager(statPrefix, routeName string) (*listenerv3.Filter, error) {
@@ -62,8 +83,12 @@ func connectionManager(hcm *hcmv3.HttpConnectionManager) (*listenerv3.Filter, er
 	if err != nil {
 		return nil, err
 	}
+	features, err := RouteFeatureFilters()
+	if err != nil {
+		return nil, err
+	}
 	hcm.CodecType = hcmv3.HttpConnectionManager_AUTO
-	hcm.HttpFilters = []*hcmv3.HttpFilter{router}
+	hcm.HttpFilters = append(features, router)
 	cfg, err := anypb.New(hcm)
 	if err != nil {
 		return nil, fmt.Errorf("http_connection_manager %s: %w", hcm.StatPrefix, err)

@@ -3,6 +3,7 @@ package listener
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -36,10 +37,14 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	specs := outboundListeners(push.ServicesFor(proxy), log)
 	out := make(model.Resources, 0, len(specs)+2)
 
-	vo, ok := cache.Get(virtualOutboundKey)
+	// The Sidecar's outboundTrafficPolicy, else the mesh's, picks the catch-all.
+	allowAny := push.SidecarScope(proxy).AllowAny()
+	voKey := virtualOutboundKey
+	voKey.Scope = strconv.FormatBool(allowAny)
+	vo, ok := cache.Get(voKey)
 	if !ok {
 		tok := cache.Token(push)
-		l, err := virtualOutbound(cluster.AllowAny(push.Mesh))
+		l, err := virtualOutbound(allowAny)
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
@@ -48,7 +53,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
 		}
 		vo = []*discovery.Resource{r}
-		cache.Add(virtualOutboundKey, nil, tok, vo)
+		cache.Add(voKey, nil, tok, vo)
 	}
 	out = append(out, vo...)
 

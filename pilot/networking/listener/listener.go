@@ -31,7 +31,7 @@ func Name(address string, port uint32) string {
 // listener: virtualOutbound passes their traffic through. Every listener
 // but the two virtual ones has bind_to_port false.
 func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*listenerv3.Listener, error) {
-	vo, err := virtualOutbound(cluster.AllowAny(push.Mesh))
+	vo, err := virtualOutbound(push.SidecarScope(proxy).AllowAny())
 	if err != nil {
 		return nil, err
 	}

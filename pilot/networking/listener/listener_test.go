@@ -113,7 +113,8 @@ func TestBuildStandard(t *testing.T) {
 		t.Errorf("0.0.0.0_9080 hcm %v", h)
 	}
 	var router routerv3.Router
-	if hf := h.GetHttpFilters(); len(hf) != 1 || hf[0].GetName() != wellknown.Router || hf[0].GetTypedConfig().UnmarshalTo(&router) != nil {
+	if hf := h.GetHttpFilters(); len(hf) != 3 || hf[0].GetName() != wellknown.CORS || hf[1].GetName() != wellknown.Fault ||
+		hf[2].GetName() != wellknown.Router || hf[2].GetTypedConfig().UnmarshalTo(&router) != nil {
 		t.Errorf("http filters %v", hf)
 	}
 

@@ -60,20 +60,28 @@ func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name s
 	if len(rc.VirtualHosts) == 0 || used["*"] {
 		return rc
 	}
-	rc.VirtualHosts = append(rc.VirtualHosts, catchAll(cluster.AllowAny(push.Mesh)))
+	rc.VirtualHosts = append(rc.VirtualHosts, catchAll(push.SidecarScope(proxy).AllowAny()))
 	return rc
 }
 
 func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Service, port uint32, log *slog.Logger) []*routev3.Route {
 	if vss := push.VirtualServicesFor(proxy, svc.Hostname); len(vss) > 0 {
 		c := vss[0]
-		routes, err := BuildHTTPRoutesForProxy(c.Spec.(*networking.VirtualService), c.Namespace, port, push.DomainSuffix, proxy.Labels())
+		t, err := TranslateVirtualService(c.Spec.(*networking.VirtualService), c.Namespace, Options{
+			Port: port, Domain: push.DomainSuffix, ProxyNamespace: proxy.ConfigNamespace(),
+			Labels: proxy.Labels(), Delegates: PushDelegates(push),
+		})
+		for _, w := range t.Warnings {
+			log.Warn("virtual service field not applied", "virtualservice", c.Namespace+"/"+c.Name, "field", w)
+		}
 		if err == nil {
-			return routes
+			return t.Routes
 		}
 		log.Warn("virtual service not applied", "virtualservice", c.Namespace+"/"+c.Name, "host", svc.Hostname, "error", err)
 	}
-	return []*routev3.Route{DefaultRoute(cluster.BuildName(cluster.Outbound, "", svc.Hostname, port))}
+	r := DefaultRoute(cluster.BuildName(cluster.Outbound, "", svc.Hostname, port))
+	r.GetRoute().RetryPolicy = DefaultRetryPolicy()
+	return []*routev3.Route{r}
 }
 
 // DefaultRoute sends every path to clusterName with no timeout: the route

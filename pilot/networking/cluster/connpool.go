@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"fmt"
+	"math"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// DefaultThresholds are the circuit breaker thresholds Istio puts on every
+// outbound cluster: no limits (Envoy's own defaults are 1024), remaining
+// capacity tracked.
+func DefaultThresholds() *clusterv3.CircuitBreakers_Thresholds {
+	return &clusterv3.CircuitBreakers_Thresholds{
+		MaxConnections:     wrapperspb.UInt32(math.MaxUint32),
+		MaxPendingRequests: wrapperspb.UInt32(math.MaxUint32),
+		MaxRequests:        wrapperspb.UInt32(math.MaxUint32),
+		MaxRetries:         wrapperspb.UInt32(math.MaxUint32),
+		TrackRemaining:     true,
+	}
+}
+
+// applyConnectionPool sets the circuit breakers (always, Istio's defaults
+// overridden by connectionPool), the connect timeout and TCP keepalive.
+func applyConnectionPool(c *clusterv3.Cluster, cp *networking.ConnectionPoolSettings) {
+	th := DefaultThresholds()
+	if v := cp.GetHttp().GetHttp2MaxRequests(); v > 0 {
+		th.MaxRequests = wrapperspb.UInt32(uint32(v))
+	}
+	if v := cp.GetHttp().GetHttp1MaxPendingRequests(); v > 0 {
+		th.MaxPendingRequests = wrapperspb.UInt32(uint32(v))
+	}
+	if v := cp.GetHttp().GetMaxRetries(); v > 0 {
+		th.MaxRetries = wrapperspb.UInt32(uint32(v))
+	}
+	if v := cp.GetTcp().GetMaxConnections(); v > 0 {
+		th.MaxConnections = wrapperspb.UInt32(uint32(v))
+	}
+	c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{th}}
+	if d := cp.GetTcp().GetConnectTimeout(); d != nil && d.AsDuration() > 0 {
+		c.ConnectTimeout = durationpb.New(d.AsDuration())
+	}
+	if ka := cp.GetTcp().GetTcpKeepalive(); ka != nil {
+		k := &corev3.TcpKeepalive{}
+		if ka.GetProbes() > 0 {
+			k.KeepaliveProbes = wrapperspb.UInt32(ka.GetProbes())
+		}
+		if t := ka.GetTime(); t != nil {
+			k.KeepaliveTime = wrapperspb.UInt32(uint32(t.AsDuration().Seconds()))
+		}
+		if t := ka.GetInterval(); t != nil {
+			k.KeepaliveInterval = wrapperspb.UInt32(uint32(t.AsDuration().Seconds()))
+		}
+		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: k}
+	}
+}
+
+// applyHTTPOptions sets typed_extension_protocol_options HttpProtocolOptions
+// when the port or the pool asks for anything: HTTP/2 for HTTP/2 ports (and
+// HTTP/1 ports with h2UpgradePolicy UPGRADE, or the mesh's UPGRADE default),
+// the downstream protocol with useClientProtocol, and the common options
+// idleTimeout, maxRequestsPerConnection and tcp.maxConnectionDuration.
+func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, cp *networking.ConnectionPoolSettings, mesh *meshconfig.MeshConfig) error {
+	common := &corev3.HttpProtocolOptions{}
+	hasCommon := false
+	if d := cp.GetHttp().GetIdleTimeout(); d != nil {
+		common.IdleTimeout, hasCommon = durationpb.New(d.AsDuration()), true
+	}
+	if v := cp.GetHttp().GetMaxRequestsPerConnection(); v > 0 {
+		common.MaxRequestsPerConnection, hasCommon = wrapperspb.UInt32(uint32(v)), true
+	}
+	if d := cp.GetTcp().GetMaxConnectionDuration(); d != nil {
+		common.MaxConnectionDuration, hasCommon = durationpb.New(d.AsDuration()), true
+	}
+	opts := &httpv3.HttpProtocolOptions{}
+	if hasCommon {
+		opts.CommonHttpProtocolOptions = common
+	}
+	h2 := port.Protocol.IsHTTP2() || (port.Protocol.IsHTTP() && h2Upgrade(cp, mesh))
+	switch {
+	case port.Protocol.IsHTTP() && !port.Protocol.IsHTTP2() && cp.GetHttp().GetUseClientProtocol():
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{
+			UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+				HttpProtocolOptions:  &corev3.Http1ProtocolOptions{},
+				Http2ProtocolOptions: http2Options(cp),
+			},
+		}
+	case h2:
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: http2Options(cp)},
+			},
+		}
+	case hasCommon:
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
+			},
+		}
+	default:
+		return nil
+	}
+	a, err := anypb.New(opts)
+	if err != nil {
+		return fmt.Errorf("cluster %s: typed_extension_protocol_options: %w", c.Name, err)
+	}
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{HTTPProtocolOptionsKey: a}
+	return nil
+}
+
+// http2Options carries http.maxConcurrentStreams and http.http2KeepAlive.
+func http2Options(cp *networking.ConnectionPoolSettings) *corev3.Http2ProtocolOptions {
+	o := &corev3.Http2ProtocolOptions{}
+	if v := cp.GetHttp().GetMaxConcurrentStreams(); v > 0 {
+		o.MaxConcurrentStreams = wrapperspb.UInt32(uint32(v))
+	}
+	if ka := cp.GetHttp().GetHttp2KeepAlive(); ka != nil {
+		k := &corev3.KeepaliveSettings{}
+		if d := ka.GetInterval(); d != nil {
+			k.Interval = durationpb.New(d.AsDuration())
+		}
+		if d := ka.GetTimeout(); d != nil {
+			k.Timeout = durationpb.New(d.AsDuration())
+		}
+		o.ConnectionKeepalive = k
+	}
+	return o
+}
+
+// h2Upgrade reports whether HTTP/1 traffic is upgraded to HTTP/2: the
+// pool's h2UpgradePolicy, or the mesh's when the pool says DEFAULT.
+func h2Upgrade(cp *networking.ConnectionPoolSettings, mesh *meshconfig.MeshConfig) bool {
+	switch cp.GetHttp().GetH2UpgradePolicy() {
+	case networking.ConnectionPoolSettings_HTTPSettings_UPGRADE:
+		return true
+	case networking.ConnectionPoolSettings_HTTPSettings_DO_NOT_UPGRADE:
+		return false
+	}
+	return mesh.GetH2UpgradePolicy() == meshconfig.MeshConfig_UPGRADE
+}
+
+// OutlierDetection converts an Istio outlierDetection as Istio does:
+// success-rate ejection off, each consecutive-error detector enforced at
+// 100% when its threshold is above zero. nil for nil.
+func OutlierDetection(od *networking.OutlierDetection) *clusterv3.OutlierDetection {
+	if od == nil {
+		return nil
+	}
+	out := &clusterv3.OutlierDetection{EnforcingSuccessRate: wrapperspb.UInt32(0)}
+	if e := od.GetConsecutive_5XxErrors(); e != nil {
+		out.Consecutive_5Xx = wrapperspb.UInt32(e.GetValue())
+		out.EnforcingConsecutive_5Xx = wrapperspb.UInt32(enforcing(e.GetValue()))
+	}
+	if e := od.GetConsecutiveGatewayErrors(); e != nil {
+		out.ConsecutiveGatewayFailure = wrapperspb.UInt32(e.GetValue())
+		out.EnforcingConsecutiveGatewayFailure = wrapperspb.UInt32(enforcing(e.GetValue()))
+	}
+	if d := od.GetInterval(); d != nil {
+		out.Interval = durationpb.New(d.AsDuration())
+	}
+	if d := od.GetBaseEjectionTime(); d != nil {
+		out.BaseEjectionTime = durationpb.New(d.AsDuration())
+	}
+	if v := od.GetMaxEjectionPercent(); v > 0 {
+		out.MaxEjectionPercent = wrapperspb.UInt32(uint32(min(v, 100)))
+	}
+	if od.GetSplitExternalLocalOriginErrors() {
+		out.SplitExternalLocalOriginErrors = true
+		if v := od.GetConsecutiveLocalOriginFailures().GetValue(); v > 0 {
+			out.ConsecutiveLocalOriginFailure = wrapperspb.UInt32(v)
+			out.EnforcingConsecutiveLocalOriginFailure = wrapperspb.UInt32(100)
+		}
+		out.EnforcingLocalOriginSuccessRate = wrapperspb.UInt32(0)
+	}
+	return out
+}
+
+func enforcing(threshold uint32) uint32 {
+	if threshold > 0 {
+		return 100
+	}
+	return 0
+}
+
+// applyOutlierDetection sets outlier_detection and, as Istio does, the
+// healthy panic threshold to minHealthPercent (0 turns panic mode off).
+func applyOutlierDetection(c *clusterv3.Cluster, od *networking.OutlierDetection) {
+	if od == nil {
+		return
+	}
+	c.OutlierDetection = OutlierDetection(od)
+	if v := od.GetMinHealthPercent(); v >= 0 {
+		if c.CommonLbConfig == nil {
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{}
+		}
+		c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: float64(min(v, 100))}
+	}
+}

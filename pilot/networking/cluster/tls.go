@@ -1,0 +1,181 @@
+package cluster
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// SDS names as Istio uses them.
+const (
+	// SDSClusterName is the agent's SDS server cluster in the Envoy bootstrap.
+	SDSClusterName = "sds-grpc"
+	// SecretDefault is the workload's key and certificate chain.
+	SecretDefault = "default"
+	// SecretRootCA is the mesh's root certificate.
+	SecretRootCA = "ROOTCA"
+	// CredentialPrefix prefixes a credentialName (a Kubernetes Secret).
+	CredentialPrefix = "kubernetes://"
+	// CredentialCASuffix names the CA part of a credentialName secret.
+	CredentialCASuffix = "-cacert"
+	// TransportSocketTLS is Envoy's TLS transport socket name.
+	TransportSocketTLS = "envoy.transport_sockets.tls"
+)
+
+// ALPN values Istio advertises to in-mesh upstreams (with metadata exchange).
+var (
+	alpnInMesh   = []string{"istio-peer-exchange", "istio"}
+	alpnInMeshH2 = []string{"istio-peer-exchange", "istio", "h2"}
+)
+
+// IstioMutualSNI is the SNI Istio sends for ISTIO_MUTUAL: "outbound_.PORT_.SUBSET_.HOST".
+func IstioMutualSNI(port uint32, subset, host string) string {
+	return "outbound_." + strconv.FormatUint(uint64(port), 10) + "_." + subset + "_." + host
+}
+
+// AgentSDSConfig is the SdsSecretConfig fetching secret name from the
+// agent's SDS server (cluster sds-grpc).
+func AgentSDSConfig(name string) *tlsv3.SdsSecretConfig {
+	return &tlsv3.SdsSecretConfig{Name: name, SdsConfig: &corev3.ConfigSource{
+		ResourceApiVersion: corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
+			ApiType:                   corev3.ApiConfigSource_GRPC,
+			SetNodeOnFirstMessageOnly: true,
+			TransportApiVersion:       corev3.ApiVersion_V3,
+			GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: SDSClusterName},
+			}}},
+		}},
+	}}
+}
+
+// credentialSDSConfig fetches a credentialName secret from the control
+// plane over ADS.
+func credentialSDSConfig(name string) *tlsv3.SdsSecretConfig {
+	return &tlsv3.SdsSecretConfig{Name: name, SdsConfig: ADSConfigSource()}
+}
+
+// tlsTarget is what a cluster's TLS settings need to know about it.
+type tlsTarget struct {
+	port   model.Port
+	subset string
+	host   string
+	// serviceAccounts are the destination's SPIFFE IDs, sorted.
+	serviceAccounts []string
+}
+
+// applyTLS sets the cluster's transport socket from tls (nil or DISABLE: none).
+func applyTLS(c *clusterv3.Cluster, tls *networking.ClientTLSSettings, t tlsTarget) error {
+	ctx := upstreamTLS(tls, t)
+	if ctx == nil {
+		return nil
+	}
+	a, err := anypb.New(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster %s: transport_socket: %w", c.Name, err)
+	}
+	c.TransportSocket = &corev3.TransportSocket{Name: TransportSocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}}
+	return nil
+}
+
+// upstreamTLS builds the UpstreamTlsContext of tls for a target, or nil.
+func upstreamTLS(tls *networking.ClientTLSSettings, t tlsTarget) *tlsv3.UpstreamTlsContext {
+	h2 := t.port.Protocol.IsHTTP2()
+	common := &tlsv3.CommonTlsContext{}
+	out := &tlsv3.UpstreamTlsContext{CommonTlsContext: common, Sni: tls.GetSni()}
+	sans := tls.GetSubjectAltNames()
+	switch tls.GetMode() {
+	case networking.ClientTLSSettings_ISTIO_MUTUAL:
+		if out.Sni == "" {
+			out.Sni = IstioMutualSNI(t.port.Port, t.subset, t.host)
+		}
+		if len(sans) == 0 {
+			sans = t.serviceAccounts
+		}
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{AgentSDSConfig(SecretDefault)}
+		common.ValidationContextType = combined(sans, AgentSDSConfig(SecretRootCA))
+		common.AlpnProtocols = alpnInMesh
+		if h2 {
+			common.AlpnProtocols = alpnInMeshH2
+		}
+		return out
+	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
+		if h2 {
+			common.AlpnProtocols = []string{"h2"}
+		}
+		mutual := tls.GetMode() == networking.ClientTLSSettings_MUTUAL
+		skipVerify := tls.GetInsecureSkipVerify().GetValue()
+		switch {
+		case tls.GetCredentialName() != "":
+			name := CredentialPrefix + tls.GetCredentialName()
+			if mutual {
+				common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{credentialSDSConfig(name)}
+			}
+			if !skipVerify {
+				common.ValidationContextType = combined(sans, credentialSDSConfig(name+CredentialCASuffix))
+			}
+		default:
+			if mutual {
+				common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{
+					AgentSDSConfig("file-cert:" + tls.GetClientCertificate() + "~" + tls.GetPrivateKey()),
+				}
+			}
+			if !skipVerify && tls.GetCaCertificates() != "" {
+				common.ValidationContextType = combined(sans, AgentSDSConfig("file-root:"+tls.GetCaCertificates()))
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// combined is a validation context from SDS secret root plus exact subject
+// alt name matches (match_subject_alt_names, any SAN type, as Istio sets it).
+func combined(sans []string, root *tlsv3.SdsSecretConfig) *tlsv3.CommonTlsContext_CombinedValidationContext {
+	def := &tlsv3.CertificateValidationContext{}
+	for _, s := range sans {
+		def.MatchSubjectAltNames = append(def.MatchSubjectAltNames, &matcherv3.StringMatcher{
+			MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s},
+		})
+	}
+	return &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+		DefaultValidationContext:         def,
+		ValidationContextSdsSecretConfig: root,
+	}}
+}
+
+// ServiceAccounts returns the SPIFFE IDs of the workloads behind svc
+// ("spiffe://TRUST_DOMAIN/ns/NS/sa/SA"), sorted, from its endpoints.
+func ServiceAccounts(push *model.PushContext, svc *model.Service) []string {
+	td := push.Mesh.GetTrustDomain()
+	if td == "" {
+		td = "cluster.local"
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range push.Endpoints.Endpoints(svc.Hostname) {
+		if e.ServiceAccount == "" {
+			continue
+		}
+		ns := e.Namespace
+		if ns == "" {
+			ns = svc.Namespace
+		}
+		id := "spiffe://" + td + "/ns/" + ns + "/sa/" + e.ServiceAccount
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
