@@ -82,8 +82,8 @@ func resolveCluster(proxy *model.Proxy, push *model.PushContext, name string) (c
 	if err != nil {
 		return clusterTarget{}, false
 	}
-	svc := push.ServiceByHost(host)
-	if svc == nil || !svc.VisibleTo(proxy.ConfigNamespace()) {
+	svc := push.VisibleService(proxy, host) // exportTo and the proxy's Sidecar
+	if svc == nil {
 		return clusterTarget{}, false
 	}
 	port, ok := svc.PortByNumber(portNum)

@@ -64,7 +64,7 @@ func lookupService(proxy *model.Proxy, push *model.PushContext, host string) *mo
 		}
 	}
 	for _, h := range candidates {
-		if svc := push.ServiceByHost(h); svc != nil && svc.VisibleTo(proxy.ConfigNamespace()) {
+		if svc := push.VisibleService(proxy, h); svc != nil {
 			return svc
 		}
 	}
