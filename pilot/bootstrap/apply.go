@@ -19,6 +19,7 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 	defer s.applyMu.Unlock()
 	start := time.Now()
 	s.metrics.ConfigErrors.Set(float64(len(snap.Errors)))
+	s.metrics.UnsupportedFields.WithLabelValues("file").Set(float64(snap.UnsupportedFields))
 
 	changedConfigs := s.store.Replace(snap.Configs)
 	kubeChanges := s.kubeReg.Replace(snap.Kube)

@@ -62,8 +62,9 @@ func kubeRestConfig(opts Options) (*rest.Config, error) {
 }
 
 // newKubeSources builds the clients and controllers; meshFromFile says a
-// mesh file was found, so the ConfigMap is not watched.
-func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile bool, log *slog.Logger) (*kubeSources, error) {
+// mesh file was found, so the ConfigMap is not watched; unsupported is
+// given the count of unsupported fields in the cluster's Istio objects.
+func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile bool, unsupported func(float64), log *slog.Logger) (*kubeSources, error) {
 	cfg, err := kubeRestConfig(opts)
 	if err != nil {
 		return nil, err
@@ -90,7 +91,7 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 	}
 	k.configs, err = configkube.New(configkube.Options{
 		Istio: istio, Metadata: meta, Store: k.store, Filter: k.filter,
-		OnChange: k.onConfigChange, Log: log.With("source", "kube-crd"),
+		OnChange: k.onConfigChange, SetUnsupportedFields: unsupported, Log: log.With("source", "kube-crd"),
 	})
 	if err != nil {
 		return nil, err

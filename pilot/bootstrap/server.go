@@ -74,7 +74,7 @@ func NewServer(opts Options) (*Server, error) {
 
 	endpoints := model.NewEndpointIndex()
 	store := memory.New()
-	sources, err := newSources(opts, endpoints, store, fromFile, log)
+	sources, err := newSources(opts, endpoints, store, fromFile, metrics.UnsupportedFields.WithLabelValues("kubernetes").Set, log)
 	if err != nil {
 		return nil, err
 	}

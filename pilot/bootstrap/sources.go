@@ -26,12 +26,12 @@ type sourceSet struct {
 	hasFiles    bool
 }
 
-func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.Store, meshFromFile bool, log *slog.Logger) (*sourceSet, error) {
+func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.Store, meshFromFile bool, unsupported func(float64), log *slog.Logger) (*sourceSet, error) {
 	set := &sourceSet{configStore: fileStore, fileShard: kube.ShardKubernetes, hasFiles: opts.ConfigDir != ""}
 	if !opts.kubeMode() {
 		return set, nil
 	}
-	ks, err := newKubeSources(opts, endpoints, meshFromFile, log)
+	ks, err := newKubeSources(opts, endpoints, meshFromFile, unsupported, log)
 	if err != nil {
 		return nil, err
 	}

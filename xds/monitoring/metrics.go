@@ -48,6 +48,10 @@ type Metrics struct {
 	XDSCacheSize prometheus.Gauge
 	// ConfigErrors is meshpilot_config_errors: documents rejected by config sources (no Istio equivalent).
 	ConfigErrors prometheus.Gauge
+	// UnsupportedFields is meshpilot_config_unsupported_fields{source}: fields
+	// set in the current config that meshpilot does not (or only partly)
+	// carry out, per config source ("file", "kubernetes"); no Istio equivalent.
+	UnsupportedFields *prometheus.GaugeVec
 }
 
 // convergenceBuckets are Istio's buckets for pilot_proxy_convergence_time.
@@ -116,6 +120,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		ConfigErrors: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "meshpilot_config_errors", Help: "Configuration documents currently rejected by a config source.",
 		}),
+		UnsupportedFields: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshpilot_config_unsupported_fields",
+			Help: "Fields set in the current configuration that meshpilot does not or only partly support (docs/istio-api-support.md).",
+		}, []string{"source"}),
 	}
 	for _, t := range []string{"cds", "eds", "lds", "rds"} {
 		m.Rejects[t] = prometheus.NewCounter(prometheus.CounterOpts{
@@ -124,7 +132,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.XDSClients, m.Pushes, m.ConvergenceTime, m.PushTriggers, m.DebounceTime,
 		m.PushContextInitTime, m.TotalRejects, m.ExpiredNonce, m.Services, m.PushTime, m.SendTime,
-		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.ConfigErrors, m.XDSCacheReads, m.XDSCacheSize,
+		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.ConfigErrors, m.UnsupportedFields, m.XDSCacheReads, m.XDSCacheSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range m.Rejects {
 		reg.MustRegister(c)

@@ -19,6 +19,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/support"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 )
 
@@ -35,6 +36,10 @@ type Snapshot struct {
 	// Ignored counts documents of kinds this source does not consume
 	// (Deployment, ServiceAccount, ...).
 	Ignored int
+	// UnsupportedFields counts the fields set in Configs that meshpilot
+	// does not (or only partly) carry out (support.Check), for the gauge
+	// meshpilot_config_unsupported_fields.
+	UnsupportedFields int
 }
 
 // Loader reads a directory and remembers the last good objects between reads.
@@ -47,6 +52,8 @@ type Loader struct {
 	last *index
 	// logged holds the text of the errors already logged.
 	logged map[string]bool
+	// unsupported logs the unsupported fields of each object version once.
+	unsupported *support.Reporter
 }
 
 // NewLoader returns a Loader of dir. A nil log discards logs.
@@ -54,7 +61,7 @@ func NewLoader(dir string, log *slog.Logger) *Loader {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Loader{dir: dir, log: log, last: newIndex()}
+	return &Loader{dir: dir, log: log, last: newIndex(), unsupported: support.NewReporter(log, nil)}
 }
 
 // Dir returns the directory the loader reads.
@@ -113,6 +120,7 @@ func (l *Loader) Load() (*Snapshot, error) {
 	l.last = r.cur
 	snap := r.finish()
 	l.logErrors(snap.Errors)
+	snap.UnsupportedFields = l.reportUnsupported(snap.Configs)
 	l.log.Debug("config directory loaded", "dir", l.dir, "files", snap.Files, "configs", len(snap.Configs),
 		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "ignored", snap.Ignored, "errors", len(snap.Errors))
 	return snap, nil
@@ -145,6 +153,17 @@ func (l *Loader) logErrors(errs []*DocError) {
 		l.log.Info("config error resolved", "error", text)
 	}
 	l.logged = seen
+}
+
+// reportUnsupported logs, once per object version (its content hash), the
+// fields of configs meshpilot does not carry out, and returns their count.
+func (l *Loader) reportUnsupported(configs []model.Config) int {
+	objs := make([]support.Object, len(configs))
+	for i, c := range configs {
+		objs[i] = support.Object{Kind: string(c.Kind), Namespace: c.Namespace, Name: c.Name,
+			Version: c.ResourceVersion, Source: c.Source, Spec: c.Spec}
+	}
+	return l.unsupported.Replace(objs)
 }
 
 // read is the state of one Load.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
+	"github.com/meshpilot/meshpilot/pilot/config/support"
 	kubereg "github.com/meshpilot/meshpilot/serviceregistry/kube"
 )
 
@@ -43,7 +44,12 @@ type Options struct {
 	// (the initial content is in Store when WaitReady returns). It may be
 	// called from several goroutines.
 	OnChange func(keys []model.ConfigKey)
-	Log      *slog.Logger
+	// SetUnsupportedFields is given the number of fields set in the
+	// selected objects that meshpilot does not (or only partly) carry out,
+	// after every change (the gauge meshpilot_config_unsupported_fields);
+	// nil: not reported. Each object version's such fields are logged once.
+	SetUnsupportedFields func(float64)
+	Log                  *slog.Logger
 }
 
 // Controller keeps Store equal to the Istio objects in the cluster.
@@ -52,6 +58,8 @@ type Controller struct {
 	factory    istioinformers.SharedInformerFactory
 	crdFactory metadatainformer.SharedInformerFactory
 	crds       cache.SharedIndexInformer
+	// unsupported logs each object version's unsupported fields once.
+	unsupported *support.Reporter
 
 	mu      sync.Mutex
 	started map[model.Kind]cache.SharedIndexInformer
@@ -85,6 +93,7 @@ func New(opts Options) (*Controller, error) {
 		missing:    map[model.Kind]bool{},
 		ready:      make(chan struct{}),
 	}
+	c.unsupported = support.NewReporter(opts.Log, opts.SetUnsupportedFields)
 	c.crds = c.crdFactory.ForResource(crdResource).Informer()
 	if _, err := c.crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onCRD(obj) },
@@ -241,12 +250,20 @@ func (c *Controller) upsert(k kindInfo, obj any) {
 		c.remove(k.kind, cfg.Namespace, cfg.Name)
 		return
 	}
+	c.accepted(&cfg)
 	if c.opts.Store.Apply(cfg) {
 		c.notify([]model.ConfigKey{cfg.Key()})
 	}
 }
 
+// accepted reports the unsupported fields of cfg (once per resourceVersion).
+func (c *Controller) accepted(cfg *model.Config) {
+	c.unsupported.Accept(support.Object{Kind: string(cfg.Kind), Namespace: cfg.Namespace, Name: cfg.Name,
+		Version: cfg.ResourceVersion, Source: cfg.Source, Spec: cfg.Spec})
+}
+
 func (c *Controller) remove(kind model.Kind, ns, name string) {
+	c.unsupported.Remove(string(kind), ns, name)
 	if c.opts.Store.Delete(kind, ns, name) {
 		c.notify([]model.ConfigKey{{Kind: kind, Namespace: ns, Name: name}})
 	}
@@ -292,12 +309,17 @@ func (c *Controller) reevaluate() []model.ConfigKey {
 				continue
 			}
 			want[[2]string{cfg.Namespace, cfg.Name}] = true
+			c.accepted(&cfg)
 			if c.opts.Store.Apply(cfg) {
 				changed = append(changed, cfg.Key())
 			}
 		}
 		for _, have := range c.opts.Store.List(k.kind) {
-			if !want[[2]string{have.Namespace, have.Name}] && c.opts.Store.Delete(k.kind, have.Namespace, have.Name) {
+			if want[[2]string{have.Namespace, have.Name}] {
+				continue
+			}
+			c.unsupported.Remove(string(k.kind), have.Namespace, have.Name)
+			if c.opts.Store.Delete(k.kind, have.Namespace, have.Name) {
 				changed = append(changed, have.Key())
 			}
 		}
