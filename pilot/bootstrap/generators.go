@@ -4,21 +4,27 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/endpoint"
+	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
 	"github.com/meshpilot/meshpilot/pilot/networking/grpcgen"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
+	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	"github.com/meshpilot/meshpilot/xds"
 )
 
 // generatorTable is the one place that says which generator serves which
-// type for which kind of client.
+// type for which kind of client. Routers (gateways) get their listeners and
+// routes from the gateway package, and credentialName secrets over SDS.
 func generatorTable() xds.GeneratorTable {
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
 			model.ClusterType:  cluster.Generator{},
 			model.EndpointType: endpoint.Generator{},
-			model.ListenerType: listener.Generator{},
-			model.RouteType:    route.Generator{},
+			model.ListenerType: gateway.ByNodeType{Sidecar: listener.Generator{}, Router: gateway.ListenerGenerator{}},
+			model.RouteType:    gateway.ByNodeType{Sidecar: route.Generator{}, Router: gateway.RouteGenerator{}},
+			// TODO(lead): pass a secret.NewKubeSecrets lister in Kubernetes
+			// mode; without one no credential is served.
+			model.SecretType: secret.Generator{},
 		},
 		GRPC: grpcgen.Generators(),
 	}

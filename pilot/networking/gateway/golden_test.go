@@ -1,0 +1,190 @@
+package gateway_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
+	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/out golden files (and delete stale ones)")
+
+// ingress is the router pod of Istio's default ingress gateway.
+func ingress() *model.Proxy {
+	return router("istio-system", map[string]string{"istio": "ingressgateway"})
+}
+
+func router(ns string, labels map[string]string) *model.Proxy {
+	return &model.Proxy{
+		ID:          "router~10.244.1.1~istio-ingressgateway-0." + ns + "~" + ns + ".svc.cluster.local",
+		Type:        model.Router,
+		IPAddresses: []string{"10.244.1.1"},
+		PodName:     "istio-ingressgateway-0",
+		Namespace:   ns,
+		DNSDomain:   ns + ".svc.cluster.local",
+		Metadata:    model.NodeMetadata{Namespace: ns, Labels: labels},
+	}
+}
+
+// bookinfoWith is Bookinfo with the configs of path (testdata-relative or absolute).
+func bookinfoWith(t *testing.T, path string) *model.PushContext {
+	t.Helper()
+	in := nt.Bookinfo(t)
+	in.Configs = append(in.Configs, nt.LoadConfigs(t, path, "default")...)
+	return in.PushContext()
+}
+
+// build returns the ingress's listeners and the route configurations they
+// name, each validated.
+func build(t *testing.T, push *model.PushContext) ([]*listenerv3.Listener, []proto.Message) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	ls := gateway.BuildListeners(ingress(), push, log)
+	var routes []proto.Message
+	for _, l := range ls {
+		nt.ValidateRecursively(t, l)
+		for _, fc := range l.GetFilterChains() {
+			if hcm := connManager(t, fc); hcm != nil {
+				rc := gateway.BuildRouteConfiguration(ingress(), push, hcm.GetRds().GetRouteConfigName(), log)
+				nt.ValidateRecursively(t, rc)
+				routes = append(routes, rc)
+			}
+		}
+	}
+	return ls, routes
+}
+
+// connManager decodes the chain's HTTP connection manager; nil if none.
+func connManager(t *testing.T, fc *listenerv3.FilterChain) *hcmv3.HttpConnectionManager {
+	t.Helper()
+	for _, f := range fc.GetFilters() {
+		hcm := &hcmv3.HttpConnectionManager{}
+		if f.GetTypedConfig().MessageIs(hcm) {
+			if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
+				t.Fatal(err)
+			}
+			return hcm
+		}
+	}
+	return nil
+}
+
+// TestGolden builds the ingress gateway's listeners and routes for each
+// testdata/NAME.yaml and Istio's bookinfo-gateway.yaml (on Bookinfo) and
+// compares them with testdata/out/NAME.{listeners,routes}.yaml.
+// go test -update rewrites them.
+func TestGolden(t *testing.T) {
+	inputs, err := filepath.Glob("testdata/*.yaml")
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no testdata inputs: %v", err)
+	}
+	for i, in := range inputs {
+		if inputs[i], err = filepath.Abs(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inputs = append(inputs, "bookinfo-networking/bookinfo-gateway.yaml")
+	written := map[string]bool{}
+	for _, in := range inputs {
+		name := strings.TrimSuffix(filepath.Base(in), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			ls, routes := build(t, bookinfoWith(t, in))
+			if len(ls) == 0 {
+				t.Fatal("no listener")
+			}
+			var lm []proto.Message
+			for _, l := range ls {
+				lm = append(lm, l)
+			}
+			for suffix, msgs := range map[string][]proto.Message{"listeners": lm, "routes": routes} {
+				if len(msgs) == 0 {
+					continue
+				}
+				out := filepath.Join("testdata", "out", name+"."+suffix+".yaml")
+				written[out] = true
+				compare(t, out, toYAML(t, msgs))
+			}
+		})
+	}
+	if *update {
+		stale, _ := filepath.Glob(filepath.Join("testdata", "out", "*.yaml"))
+		for _, f := range stale {
+			if !written[f] {
+				if err := os.Remove(f); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+}
+
+func toYAML(t *testing.T, msgs []proto.Message) []byte {
+	t.Helper()
+	var docs [][]byte
+	for _, m := range msgs {
+		js, err := protojson.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, js); err != nil {
+			t.Fatal(err)
+		}
+		y, err := yaml.JSONToYAML(compact.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, y)
+	}
+	return bytes.Join(docs, []byte("---\n"))
+}
+
+func compare(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pilot/networking/gateway -run TestGolden -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the generated config; review and rerun with -update.\ngot:\n%s", path, got)
+	}
+}
+
+func mustAbs(t *testing.T, path string) string {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// stubGenerator returns one empty resource named name.
+type stubGenerator struct{ name string }
+
+func (s stubGenerator) Generate(*model.Proxy, *model.PushContext, *model.WatchedResource, *model.PushRequest) (model.Resources, error) {
+	return model.Resources{{Name: s.name}}, nil
+}

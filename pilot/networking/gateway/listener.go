@@ -1,0 +1,258 @@
+package gateway
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/listener"
+)
+
+// BuildListeners returns the listeners of a router proxy, one per server
+// port of the Gateways selecting it ("0.0.0.0_8080"), sorted by port:
+//   - plain HTTP servers share one filter chain, an HTTP connection manager
+//     with routes "http.PORT" from RDS;
+//   - each TLS-terminating HTTPS server gets a chain matching its hosts as
+//     SNI, with its DownstreamTlsContext and routes "https.PORT.NAME.GW.NS";
+//   - PASSTHROUGH servers get one chain per SNI match of the tls routes of
+//     the VirtualServices bound to them, a tcp_proxy to the route's cluster.
+//
+// A server that cannot be built (unsupported protocol, bad TLS settings, a
+// duplicate SNI) is logged and skipped; the rest is served. A proxy that is
+// not a router, or that no Gateway selects, gets no listener.
+func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) []*listenerv3.Listener {
+	byPort, ports := servers(proxy, push)
+	var out []*listenerv3.Listener
+	for _, port := range ports {
+		l := &listenerv3.Listener{
+			Name:             listener.Name(listener.WildcardAddress, port),
+			Address:          cluster.SocketAddress(listener.WildcardAddress, port),
+			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		}
+		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, seen: map[string]bool{}}
+		for _, s := range byPort[port] {
+			b.add(s, push)
+		}
+		if len(b.chains) == 0 && b.http == nil {
+			continue
+		}
+		l.FilterChains = b.chains
+		if b.http != nil {
+			l.FilterChains = append(l.FilterChains, b.http)
+		}
+		if len(b.chains) > 0 {
+			inspector, err := anypb.New(&tlsinspectorv3.TlsInspector{})
+			if err != nil {
+				log.Error("tls_inspector", "error", err)
+				continue
+			}
+			l.ListenerFilters = []*listenerv3.ListenerFilter{{
+				Name:       wellknown.TlsInspector,
+				ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: inspector},
+			}}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// chainBuilder collects the filter chains of one listener.
+type chainBuilder struct {
+	log        *slog.Logger
+	statPrefix string
+	// chains match SNI; http is the plain HTTP chain (no match), last.
+	chains []*listenerv3.FilterChain
+	http   *listenerv3.FilterChain
+	// seen holds the SNI sets already matched, so no two chains collide.
+	seen map[string]bool
+}
+
+func (b *chainBuilder) add(s server, push *model.PushContext) {
+	log := b.log.With("gateway", s.gatewayKey(), "server", s.spec.GetPort().GetName())
+	switch serverKind(s.spec) {
+	case kindHTTP:
+		if b.http != nil {
+			return
+		}
+		hcm, err := connectionManager(b.statPrefix, s.routeName())
+		if err != nil {
+			log.Error("gateway server not served", "error", err)
+			return
+		}
+		b.http = &listenerv3.FilterChain{Filters: []*listenerv3.Filter{hcm}}
+	case kindHTTPS:
+		names := sniHosts(s)
+		if !b.claim(names) {
+			log.Warn("gateway server not served: its hosts are already matched on this port", "hosts", names)
+			return
+		}
+		ts, err := downstreamTLS(s.spec)
+		if err != nil {
+			log.Warn("gateway server not served", "error", err)
+			return
+		}
+		hcm, err := connectionManager(b.statPrefix, s.routeName())
+		if err != nil {
+			log.Error("gateway server not served", "error", err)
+			return
+		}
+		b.chains = append(b.chains, &listenerv3.FilterChain{
+			FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: names},
+			Filters:          []*listenerv3.Filter{hcm},
+			TransportSocket:  ts,
+		})
+	case kindPassthrough:
+		b.passthrough(s, push, log)
+	default:
+		log.Warn("gateway server not served: protocol and tls mode not supported",
+			"protocol", s.spec.GetPort().GetProtocol(), "mode", s.spec.GetTls().GetMode().String())
+	}
+}
+
+// claim records an SNI set; false when an equal set is already matched.
+func (b *chainBuilder) claim(names []string) bool {
+	key := strings.Join(names, ",")
+	if b.seen[key] {
+		return false
+	}
+	b.seen[key] = true
+	return true
+}
+
+// passthrough adds one chain per SNI match of the tls routes bound to s.
+func (b *chainBuilder) passthrough(s server, push *model.PushContext, log *slog.Logger) {
+	port := s.spec.GetPort().GetNumber()
+	for _, bvs := range s.virtualServices(push) {
+		for i, tr := range bvs.vs.GetTls() {
+			for _, m := range tr.GetMatch() {
+				if m.GetPort() != 0 && m.GetPort() != port {
+					continue
+				}
+				if len(m.GetGateways()) > 0 && !boundTo(m.GetGateways(), bvs.cfg.Namespace, s.gatewayKey()) {
+					continue
+				}
+				names := sniWithin(m.GetSniHosts(), bvs.hosts)
+				if len(names) == 0 || !b.claim(names) {
+					continue
+				}
+				tcp, err := tcpProxy(tr.GetRoute(), bvs.cfg.Namespace, push)
+				if err != nil {
+					log.Warn("tls route not served", "virtualservice", bvs.cfg.Namespace+"/"+bvs.cfg.Name,
+						"field", fmt.Sprintf("tls[%d]", i), "error", err)
+					continue
+				}
+				b.chains = append(b.chains, &listenerv3.FilterChain{
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: names},
+					Filters:          []*listenerv3.Filter{tcp},
+				})
+			}
+		}
+	}
+}
+
+// sniHosts are the server's hosts without their namespace part; none when
+// one is "*" (every name matches).
+func sniHosts(s server) []string {
+	var out []string
+	for _, h := range s.hosts() {
+		if h.host == "*" {
+			return nil
+		}
+		if !slices.Contains(out, h.host) {
+			out = append(out, h.host)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sniWithin returns the SNI hosts covered by the bound hosts, sorted.
+func sniWithin(sni, hosts []string) []string {
+	var out []string
+	for _, n := range sni {
+		for _, h := range hosts {
+			if got, ok := intersect(n, h); ok && !slices.Contains(out, got) {
+				out = append(out, got)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tcpProxy forwards to the destinations of a tls route (weighted when
+// there are several).
+func tcpProxy(routes []*networking.RouteDestination, ns string, push *model.PushContext) (*listenerv3.Filter, error) {
+	var weighted []*tcpv3.TcpProxy_WeightedCluster_ClusterWeight
+	for i, r := range routes {
+		d := r.GetDestination()
+		if d.GetHost() == "" {
+			return nil, fmt.Errorf("route[%d].destination.host: empty", i)
+		}
+		port := d.GetPort().GetNumber()
+		if port == 0 {
+			p, ok := onlyPort(d.GetHost(), ns, push)
+			if !ok {
+				return nil, fmt.Errorf("route[%d].destination.port: needed, %s has not exactly one port", i, d.GetHost())
+			}
+			port = p
+		}
+		if r.GetWeight() == 0 && len(routes) > 1 {
+			continue
+		}
+		w := uint32(r.GetWeight())
+		if w == 0 {
+			w = 100
+		}
+		name := cluster.BuildName(cluster.Outbound, d.GetSubset(), model.ResolveShortname(d.GetHost(), ns, push.DomainSuffix), port)
+		weighted = append(weighted, &tcpv3.TcpProxy_WeightedCluster_ClusterWeight{Name: name, Weight: w})
+	}
+	switch len(weighted) {
+	case 0:
+		return nil, fmt.Errorf("route: no destination")
+	case 1:
+		return listener.TCPProxyFilter(weighted[0].Name)
+	}
+	cfg, err := anypb.New(&tcpv3.TcpProxy{
+		StatPrefix:       weighted[0].Name,
+		ClusterSpecifier: &tcpv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpv3.TcpProxy_WeightedCluster{Clusters: weighted}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tcp_proxy: %w", err)
+	}
+	return &listenerv3.Filter{Name: wellknown.TCPProxy, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// connectionManager is the sidecar's RDS connection manager with the
+// gateway settings Istio adds: the client address is the connection's peer
+// (use_remote_address), as the gateway is the mesh's edge.
+func connectionManager(statPrefix, routeName string) (*listenerv3.Filter, error) {
+	f, err := listener.RDSConnectionManager(statPrefix, routeName)
+	if err != nil {
+		return nil, err
+	}
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		return nil, fmt.Errorf("http_connection_manager %s: %w", statPrefix, err)
+	}
+	hcm.UseRemoteAddress = wrapperspb.Bool(true)
+	cfg, err := anypb.New(hcm)
+	if err != nil {
+		return nil, fmt.Errorf("http_connection_manager %s: %w", statPrefix, err)
+	}
+	f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: cfg}
+	return f, nil
+}

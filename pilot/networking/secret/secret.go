@@ -1,0 +1,185 @@
+// Package secret is the control plane's SDS generator: it serves the
+// certificates of Gateway credentialNames ("kubernetes://NAME") from
+// Kubernetes Secrets to the gateways (router proxies) of the Secret's
+// namespace, over ADS, as istiod does.
+package secret
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+)
+
+// SecretLister finds a Kubernetes Secret. A missing Secret is a nil Secret
+// or an error for which apierrors.IsNotFound holds.
+type SecretLister interface {
+	Secret(namespace, name string) (*corev1.Secret, error)
+}
+
+// Secret data keys, in the order they are tried: Kubernetes TLS Secrets
+// (tls.crt, tls.key, ca.crt), then Istio's generic ones (cert, key, cacert).
+var (
+	certKeys = []string{corev1.TLSCertKey, "cert"}
+	keyKeys  = []string{corev1.TLSPrivateKeyKey, "key"}
+	caKeys   = []string{"ca.crt", "cacert"}
+)
+
+// Generator serves SDS resources named kubernetes://NAME (the certificate
+// chain and key of Secret NAME) and kubernetes://NAME-cacert (its CA
+// certificate; else that of Secret NAME-cacert) to router proxies, from the
+// proxy's own namespace only. Anything else — a sidecar, another
+// namespace ("kubernetes://NS/NAME" with NS not the proxy's), another
+// prefix, a missing Secret or key — gets no resource and a log line.
+// Logger may be nil (no logs).
+type Generator struct {
+	Secrets SecretLister
+	Logger  *slog.Logger
+}
+
+var _ model.Generator = Generator{}
+
+// Generate returns the requested secrets proxy may read, sorted by name.
+func (g Generator) Generate(proxy *model.Proxy, _ *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+	if w == nil || len(w.ResourceNames) == 0 {
+		return nil, nil
+	}
+	log := g.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("proxy", proxy.ID)
+	names := w.Names()
+	sort.Strings(names)
+	if proxy.Type != model.Router {
+		log.Warn("sds refused: only gateways (router proxies) read credentials", "type", string(proxy.Type), "resources", names)
+		return nil, nil
+	}
+	var out model.Resources
+	for _, n := range names {
+		s, err := g.build(proxy, n)
+		if err != nil {
+			log.Warn("sds resource not served", "resource", n, "error", err)
+			continue
+		}
+		r, err := cluster.Resource(n, s)
+		if err != nil {
+			return nil, fmt.Errorf("sds for %s: secret %s: %w", proxy.ID, n, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// errRefused marks a request the proxy is not allowed to make.
+var errRefused = errors.New("refused")
+
+// build returns the Envoy secret for resource name.
+func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error) {
+	ref, ok := strings.CutPrefix(name, cluster.CredentialPrefix)
+	if !ok || ref == "" {
+		return nil, fmt.Errorf("%w: not a %sNAME resource", errRefused, cluster.CredentialPrefix)
+	}
+	ns := proxy.ConfigNamespace()
+	if refNS, refName, ok := strings.Cut(ref, "/"); ok {
+		if refNS != ns {
+			return nil, fmt.Errorf("%w: secret of namespace %q asked by a gateway of namespace %q", errRefused, refNS, ns)
+		}
+		ref = refName
+	}
+	if g.Secrets == nil {
+		return nil, fmt.Errorf("no secret source")
+	}
+	if base, isCA := strings.CutSuffix(ref, cluster.CredentialCASuffix); isCA {
+		ca, err := g.caCert(ns, base, ref)
+		if err != nil {
+			return nil, err
+		}
+		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: inline(ca),
+		}}}, nil
+	}
+	sec, err := g.lookup(ns, ref)
+	if err != nil {
+		return nil, err
+	}
+	cert, _ := value(sec, certKeys)
+	key, _ := value(sec, keyKeys)
+	if cert == nil || key == nil {
+		return nil, fmt.Errorf("secret %s/%s: data: want %s and %s (or %s and %s)", ns, ref,
+			certKeys[0], keyKeys[0], certKeys[1], keyKeys[1])
+	}
+	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: inline(cert),
+		PrivateKey:       inline(key),
+	}}}, nil
+}
+
+// caCert finds the CA of credential base: the ca.crt (or cacert) of Secret
+// base, else of Secret base-cacert, as Istio does.
+func (g Generator) caCert(ns, base, withSuffix string) ([]byte, error) {
+	var firstErr error
+	for _, n := range []string{base, withSuffix} {
+		sec, err := g.lookup(ns, n)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if ca, _ := value(sec, caKeys); ca != nil {
+			return ca, nil
+		}
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return nil, fmt.Errorf("secret %s/%s: data: no %s or %s (nor in %s)", ns, base, caKeys[0], caKeys[1], withSuffix)
+}
+
+func (g Generator) lookup(ns, name string) (*corev1.Secret, error) {
+	sec, err := g.Secrets.Secret(ns, name)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && sec == nil):
+		return nil, fmt.Errorf("secret %s/%s: not found", ns, name)
+	case err != nil:
+		return nil, fmt.Errorf("secret %s/%s: %w", ns, name, err)
+	}
+	return sec, nil
+}
+
+// value returns the first non-empty data entry among keys.
+func value(sec *corev1.Secret, keys []string) ([]byte, string) {
+	for _, k := range keys {
+		if v := sec.Data[k]; len(v) > 0 {
+			return v, k
+		}
+	}
+	return nil, ""
+}
+
+func inline(b []byte) *corev3.DataSource {
+	return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
+}
+
+// Static is a SecretLister over a fixed set of Secrets (tests, files).
+type Static []*corev1.Secret
+
+// Secret returns the Secret of that namespace and name; nil if none.
+func (s Static) Secret(namespace, name string) (*corev1.Secret, error) {
+	for _, sec := range s {
+		if sec.Namespace == namespace && sec.Name == name {
+			return sec, nil
+		}
+	}
+	return nil, nil
+}
