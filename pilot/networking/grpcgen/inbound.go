@@ -38,9 +38,11 @@ func parseInboundName(name string) (host string, port uint32, ok bool) {
 
 // buildInboundListener returns the server-side listener of an xDS-enabled
 // gRPC server: its address, and a default filter chain whose inline route
-// configuration accepts every RPC (non-forwarding action). It carries no
-// TLS and no RBAC: servers fall back to their own credentials.
-func buildInboundListener(name, host string, port uint32) (*listenerv3.Listener, error) {
+// configuration accepts every RPC (non-forwarding action), after the RBAC
+// filters of the AuthorizationPolicies that select the server's workload
+// (authz.Filters.HTTP; grpc-go enforces ALLOW and DENY and skips LOG). It
+// carries no TLS: servers fall back to their own credentials.
+func buildInboundListener(name, host string, port uint32, rbac []*hcmv3.HttpFilter) (*listenerv3.Listener, error) {
 	router, err := toAny(routerFilter())
 	if err != nil {
 		return nil, err
@@ -60,10 +62,10 @@ func buildInboundListener(name, host string, port uint32) (*listenerv3.Listener,
 				}},
 			}},
 		}},
-		HttpFilters: []*hcmv3.HttpFilter{{
+		HttpFilters: append(append([]*hcmv3.HttpFilter(nil), rbac...), &hcmv3.HttpFilter{
 			Name:       routerFilterName,
 			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
-		}},
+		}),
 	}
 	hcmAny, err := toAny(hcm)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/authz"
 )
 
 // routerFilterName is the well-known name of Envoy's terminal HTTP router filter.
@@ -27,12 +28,20 @@ type ListenerGenerator struct{}
 func (ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	out := map[string]proto.Message{}
 	names, wildcard := requested(w)
+	var rbac *authz.Filters
 	for _, n := range names {
 		host, port, ok := parseInboundName(n)
 		if !ok {
 			continue
 		}
-		l, err := buildInboundListener(n, host, port)
+		if rbac == nil {
+			f, err := authz.ForWorkload(push, proxy.ConfigNamespace(), proxy.Labels())
+			if err != nil {
+				return nil, err
+			}
+			rbac = &f
+		}
+		l, err := buildInboundListener(n, host, port, rbac.HTTP)
 		if err != nil {
 			return nil, err
 		}

@@ -57,7 +57,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 	out = append(out, vo...)
 
-	vi, err := virtualInbound(push.ServiceTargetsFor(proxy), log)
+	vi, err := virtualInbound(proxy, push, log)
 	if err != nil {
 		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 	}

@@ -35,7 +35,7 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 	if err != nil {
 		return nil, err
 	}
-	vi, err := virtualInbound(push.ServiceTargetsFor(proxy), log)
+	vi, err := virtualInbound(proxy, push, log)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
 )
@@ -59,15 +60,29 @@ func virtualOutbound(allowAny bool) (*listenerv3.Listener, error) {
 	}, nil
 }
 
-// virtualInbound accepts every redirected inbound connection: one filter
-// chain per target port of the proxy's own service ports (HTTP or TCP, to
-// inbound|PORT||), anything else passes through to InboundPassthroughCluster.
-func virtualInbound(targets []model.ServiceTarget, log *slog.Logger) (*listenerv3.Listener, error) {
+// virtualInbound accepts every redirected inbound connection of proxy: per
+// target port of its own service ports (HTTP or TCP, to inbound|PORT||)
+// the filter chains its PeerAuthentication mode asks for (see
+// authn.Variants), each with the RBAC filters of the AuthorizationPolicies
+// that select it; anything else passes through to
+// InboundPassthroughCluster under the workload's mode: plaintext by the
+// default chain unless STRICT (then the default chain rejects), Istio mTLS
+// by a TLS chain unless DISABLE.
+func virtualInbound(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) (*listenerv3.Listener, error) {
+	targets := push.ServiceTargetsFor(proxy)
 	origDst, err := anypb.New(&origdstv3.OriginalDst{})
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: original_dst: %w", VirtualInbound, err)
 	}
 	loop, err := TCPProxyFilter(cluster.BlackHole)
+	if err != nil {
+		return nil, err
+	}
+	hasTCP := false
+	for _, t := range targets {
+		hasTCP = hasTCP || !t.Port.Protocol.IsHTTP()
+	}
+	sec, err := securityFor(proxy, push, hasTCP, log)
 	if err != nil {
 		return nil, err
 	}
@@ -89,55 +104,72 @@ func virtualInbound(targets []model.ServiceTarget, log *slog.Logger) (*listenerv
 			continue
 		}
 		seen[t.TargetPort] = t
-		fc, err := inboundChain(t)
+		fcs, err := sec.chains(cluster.BuildName(cluster.Inbound, "", "", t.TargetPort), t.TargetPort, sec.peer.PortMode(t.TargetPort),
+			func() ([]*listenerv3.Filter, error) { return inboundFilters(t, sec) })
 		if err != nil {
 			return nil, err
 		}
-		chains = append(chains, fc)
+		chains = append(chains, fcs...)
 	}
-	passthrough, err := TCPProxyFilter(cluster.InboundPassthrough)
+	passthrough := func() ([]*listenerv3.Filter, error) { return sec.tcpFilters(cluster.InboundPassthrough) }
+	catchAll, err := sec.chains("virtualInbound-catchall-tcp", 0, sec.peer.Mode, passthrough)
 	if err != nil {
 		return nil, err
 	}
+	var defaultChain *listenerv3.FilterChain
+	for _, fc := range catchAll {
+		// The plaintext (or rejecting) chain is the default: it takes what
+		// no other chain does.
+		if m := fc.GetFilterChainMatch(); m.GetTransportProtocol() == "" || m.GetTransportProtocol() == authn.TransportRaw {
+			fc.FilterChainMatch = nil
+			defaultChain = fc
+			continue
+		}
+		chains = append(chains, fc)
+	}
+	listenerFilters := []*listenerv3.ListenerFilter{{
+		Name:       wellknown.OriginalDestination,
+		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: origDst},
+	}}
+	if usesTransportMatch(chains) {
+		inspector, err := authn.TLSInspector()
+		if err != nil {
+			return nil, err
+		}
+		listenerFilters = append(listenerFilters, inspector)
+	}
 	return &listenerv3.Listener{
-		Name:             VirtualInbound,
-		Address:          cluster.SocketAddress("0.0.0.0", VirtualInboundPort),
-		UseOriginalDst:   wrapperspb.Bool(true),
-		TrafficDirection: corev3.TrafficDirection_INBOUND,
-		ListenerFilters: []*listenerv3.ListenerFilter{{
-			Name:       wellknown.OriginalDestination,
-			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: origDst},
-		}},
+		Name:               VirtualInbound,
+		Address:            cluster.SocketAddress("0.0.0.0", VirtualInboundPort),
+		UseOriginalDst:     wrapperspb.Bool(true),
+		TrafficDirection:   corev3.TrafficDirection_INBOUND,
+		ListenerFilters:    listenerFilters,
 		FilterChains:       chains,
-		DefaultFilterChain: &listenerv3.FilterChain{Name: "virtualInbound-catchall-tcp", Filters: []*listenerv3.Filter{passthrough}},
+		DefaultFilterChain: defaultChain,
 	}, nil
 }
 
-func inboundChain(t model.ServiceTarget) (*listenerv3.FilterChain, error) {
+// inboundFilters returns the filters of an accepting chain of target t.
+func inboundFilters(t model.ServiceTarget, sec inboundSecurity) ([]*listenerv3.Filter, error) {
 	name := cluster.BuildName(cluster.Inbound, "", "", t.TargetPort)
-	fc := &listenerv3.FilterChain{
+	if !t.Port.Protocol.IsHTTP() {
+		return sec.tcpFilters(name)
+	}
+	rc := &routev3.RouteConfiguration{
 		Name:             name,
-		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(t.TargetPort)},
+		ValidateClusters: wrapperspb.Bool(false),
+		VirtualHosts: []*routev3.VirtualHost{{
+			Name:    "inbound|http|" + strconv.FormatUint(uint64(t.Port.Port), 10),
+			Domains: []string{"*"},
+			Routes:  []*routev3.Route{route.DefaultRoute(name)},
+		}},
 	}
-	var f *listenerv3.Filter
-	var err error
-	if t.Port.Protocol.IsHTTP() {
-		rc := &routev3.RouteConfiguration{
-			Name:             name,
-			ValidateClusters: wrapperspb.Bool(false),
-			VirtualHosts: []*routev3.VirtualHost{{
-				Name:    "inbound|http|" + strconv.FormatUint(uint64(t.Port.Port), 10),
-				Domains: []string{"*"},
-				Routes:  []*routev3.Route{route.DefaultRoute(name)},
-			}},
-		}
-		f, err = InlineConnectionManager("inbound_0.0.0.0_"+strconv.FormatUint(uint64(t.TargetPort), 10), rc)
-	} else {
-		f, err = TCPProxyFilter(name)
-	}
+	f, err := InlineConnectionManager("inbound_0.0.0.0_"+strconv.FormatUint(uint64(t.TargetPort), 10), rc)
 	if err != nil {
-		return nil, fmt.Errorf("listener %s chain %s: %w", VirtualInbound, name, err)
+		return nil, err
 	}
-	fc.Filters = []*listenerv3.Filter{f}
-	return fc, nil
+	if f, err = sec.withRBAC(f); err != nil {
+		return nil, err
+	}
+	return []*listenerv3.Filter{f}, nil
 }
