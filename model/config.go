@@ -22,6 +22,8 @@ const (
 	KindService Kind = "Service"
 	// KindEndpoints marks endpoint-only changes of a service (the EDS fast path).
 	KindEndpoints Kind = "Endpoints"
+	// KindSecret is a Kubernetes Secret a gateway's credentialName names.
+	KindSecret Kind = "Secret"
 	// KindMeshConfig marks a change of mesh-wide settings.
 	KindMeshConfig Kind = "MeshConfig"
 )

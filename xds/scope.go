@@ -42,6 +42,7 @@ var pushTypes = map[model.Kind][]string{
 	model.KindService:         {model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType},
 	model.KindDestinationRule: {model.ClusterType, model.EndpointType},
 	model.KindVirtualService:  {model.RouteType},
+	model.KindSecret:          {model.SecretType},
 }
 
 // scopedKinds are the kinds whose reach is decided by visibility.
@@ -87,6 +88,9 @@ type pushScope struct {
 	byScope map[scopePair]bool
 	// services are the hostnames of changed services and endpoints (inbound check).
 	services []string
+	// secretNamespaces, when the request changes only Secrets, are their
+	// namespaces: credentials go to gateways of the Secret's namespace only.
+	secretNamespaces map[string]bool
 }
 
 // scopePair is a proxy's SidecarScope in the new snapshot and the previous one.
@@ -99,6 +103,10 @@ func newPushScope(req *model.PushRequest, prev *model.PushContext) *pushScope {
 	}
 	if len(req.ConfigsUpdated) == 0 {
 		p.everyone = true
+		return p
+	}
+	if ns := onlySecrets(req); ns != nil {
+		p.secretNamespaces = ns
 		return p
 	}
 	serviceKeys, bySources := false, false
@@ -134,6 +142,9 @@ func (p *pushScope) affects(c *Connection) bool {
 	if p.everyone {
 		return true
 	}
+	if p.secretNamespaces != nil {
+		return c.proxy.Type == model.Router && p.secretNamespaces[c.proxy.ConfigNamespace()]
+	}
 	pair := scopePair{now: p.req.Push.SidecarScope(c.proxy), before: p.prev.SidecarScope(c.proxy)}
 	visible, ok := p.byScope[pair]
 	if !ok {
@@ -159,6 +170,19 @@ func (p *pushScope) affects(c *Connection) bool {
 		}
 	}
 	return false
+}
+
+// onlySecrets returns the namespaces of req's keys when every key is a
+// Secret, else nil.
+func onlySecrets(req *model.PushRequest) map[string]bool {
+	ns := map[string]bool{}
+	for k := range req.ConfigsUpdated {
+		if k.Kind != model.KindSecret {
+			return nil
+		}
+		ns[k.Namespace] = true
+	}
+	return ns
 }
 
 // serves reports whether proxy is an endpoint of host.

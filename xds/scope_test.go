@@ -120,3 +120,26 @@ func TestTypeAffectedTable(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretChangeReachesGatewaysOfItsNamespace: a credential Secret change
+// pushes SDS to the routers of the Secret's namespace and nobody else.
+func TestSecretChangeReachesGatewaysOfItsNamespace(t *testing.T) {
+	req := model.NewPushRequest(true, model.ReasonConfigUpdate, model.ConfigKey{Kind: model.KindSecret, Name: "bookinfo-cert", Namespace: "istio-system"})
+	scope := newPushScope(req, nil)
+	for _, tc := range []struct {
+		proxy *model.Proxy
+		want  bool
+	}{
+		{&model.Proxy{Type: model.Router, Namespace: "istio-system"}, true},
+		{&model.Proxy{Type: model.Router, Namespace: "other"}, false},
+		{&model.Proxy{Type: model.SidecarProxy, Namespace: "istio-system"}, false},
+	} {
+		c := &Connection{proxy: tc.proxy}
+		if got := scope.affects(c); got != tc.want {
+			t.Errorf("%s in %s: affected %v, want %v", tc.proxy.Type, tc.proxy.Namespace, got, tc.want)
+		}
+		if tc.want && (!c.typeAffected(model.SecretType, req) || c.typeAffected(model.ClusterType, req)) {
+			t.Errorf("a Secret change must regenerate SDS only")
+		}
+	}
+}
