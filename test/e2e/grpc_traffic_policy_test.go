@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -13,64 +12,31 @@ import (
 // whole service and subset v2, LEAST_REQUEST on subset v1, a circuit
 // breaker (http2MaxRequests) and outlier detection.
 func trafficPolicyConfig(v1Port, v2Port int) string {
-	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: echo
-  namespace: test
-spec:
-  hosts:
-  - echo.test.svc.cluster.local
-  location: MESH_INTERNAL
-  ports:
-  - number: 7070
-    name: grpc
-    protocol: GRPC
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    labels:
-      version: v1
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    labels:
-      version: v2
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata:
-  name: echo
-  namespace: test
-spec:
-  host: echo.test.svc.cluster.local
+	return xdstest.Docs(xdstest.EchoServiceEntry(v1Port, v2Port), xdstest.DestinationRule("echo", `trafficPolicy:
+  loadBalancer:
+    consistentHash:
+      httpHeaderName: x-user
+      ringHash:
+        minimumRingSize: 1024
+  connectionPool:
+    http:
+      http2MaxRequests: 100
+  outlierDetection:
+    consecutive5xxErrors: 5
+    interval: 10s
+    baseEjectionTime: 30s
+    maxEjectionPercent: 50
+subsets:
+- name: v1
+  labels:
+    version: v1
   trafficPolicy:
     loadBalancer:
-      consistentHash:
-        httpHeaderName: x-user
-        ringHash:
-          minimumRingSize: 1024
-    connectionPool:
-      http:
-        http2MaxRequests: 100
-    outlierDetection:
-      consecutive5xxErrors: 5
-      interval: 10s
-      baseEjectionTime: 30s
-      maxEjectionPercent: 50
-  subsets:
-  - name: v1
-    labels:
-      version: v1
-    trafficPolicy:
-      loadBalancer:
-        simple: LEAST_REQUEST
-  - name: v2
-    labels:
-      version: v2
-`, v1Port, v2Port)
+      simple: LEAST_REQUEST
+- name: v2
+  labels:
+    version: v2
+`))
 }
 
 // TestGRPCXDSTrafficPolicy: grpc-go's xDS client accepts the RING_HASH,

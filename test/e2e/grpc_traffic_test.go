@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -39,17 +37,8 @@ func (f *flakyBackend) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest)
 
 func startFlaky(t *testing.T) (*flakyBackend, int) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := &flakyBackend{}
-	srv := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(srv, b)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Stop(); <-done })
-	return b, lis.Addr().(*net.TCPAddr).Port
+	return b, xdstest.Serve(t, "flaky", b)
 }
 
 const flakyTarget = "flaky.test.svc.cluster.local:7070"
@@ -59,93 +48,57 @@ const flakyTarget = "flaky.test.svc.cluster.local:7070"
 // 200ms timeout, delays x-delay: 1 by a minute, and retries the rest on
 // UNAVAILABLE twice.
 func trafficConfig(flakyPort int) string {
-	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: echo
-  namespace: test
-spec:
-  hosts:
-  - echo.test.svc.cluster.local
-  http:
-  - name: abort
-    match:
-    - headers:
-        x-fault:
-          exact: abort
-    fault:
-      abort:
-        grpcStatus: PERMISSION_DENIED
-        percentage:
-          value: 100
-    route:
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v1
-  - route:
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v1
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: flaky
-  namespace: test
-spec:
-  hosts:
-  - flaky.test.svc.cluster.local
-  location: MESH_INTERNAL
-  ports:
-  - number: 7070
-    name: grpc
-    protocol: GRPC
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: flaky
-  namespace: test
-spec:
-  hosts:
-  - flaky.test.svc.cluster.local
-  http:
-  - name: hang
-    match:
-    - headers:
-        x-hang:
-          exact: "1"
-    timeout: 0.2s
-    retries:
-      attempts: 0
-    route:
-    - destination:
-        host: flaky.test.svc.cluster.local
-  - name: delay
-    match:
-    - headers:
-        x-delay:
-          exact: "1"
-    fault:
-      delay:
-        fixedDelay: 60s
-        percentage:
-          value: 100
-    route:
-    - destination:
-        host: flaky.test.svc.cluster.local
-  - retries:
-      attempts: 2
-      retryOn: unavailable
-    route:
-    - destination:
-        host: flaky.test.svc.cluster.local
-`, flakyPort)
+	echo := xdstest.VirtualService("echo", `- name: abort
+  match:
+  - headers:
+      x-fault:
+        exact: abort
+  fault:
+    abort:
+      grpcStatus: PERMISSION_DENIED
+      percentage:
+        value: 100
+  route:
+  - destination:
+      host: echo.test.svc.cluster.local
+      subset: v1
+- route:
+  - destination:
+      host: echo.test.svc.cluster.local
+      subset: v1
+`)
+	flaky := xdstest.VirtualService("flaky", `- name: hang
+  match:
+  - headers:
+      x-hang:
+        exact: "1"
+  timeout: 0.2s
+  retries:
+    attempts: 0
+  route:
+  - destination:
+      host: flaky.test.svc.cluster.local
+- name: delay
+  match:
+  - headers:
+      x-delay:
+        exact: "1"
+  fault:
+    delay:
+      fixedDelay: 60s
+      percentage:
+        value: 100
+  route:
+  - destination:
+      host: flaky.test.svc.cluster.local
+- retries:
+    attempts: 2
+    retryOn: unavailable
+  route:
+  - destination:
+      host: flaky.test.svc.cluster.local
+`)
+	return xdstest.Docs(echo, xdstest.ServiceEntry("flaky", xdstest.Endpoint{Port: flakyPort}), flaky)
 }
 
 // TestGRPCXDSFaultTimeoutRetries: grpc-go's xDS client applies the

@@ -1,7 +1,6 @@
 package authz_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"os"
@@ -94,29 +93,8 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if *update {
-				if err := os.WriteFile(out, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			wantOut, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestGolden -update ./pilot/networking/authz/)", err)
-			}
-			if !bytes.Equal(got, wantOut) {
-				t.Errorf("%s differs from the generated filters (rerun with -update and review the diff):\n%s", out, got)
-			}
+			nt.GoldenBytes(t, *update, out, got)
 		})
 	}
-	if *update {
-		stale, _ := filepath.Glob("testdata/out/*.rbac.yaml")
-		for _, s := range stale {
-			if !want[s] {
-				if err := os.Remove(s); err != nil {
-					t.Error(err)
-				}
-			}
-		}
-	}
+	nt.RemoveStaleGoldens(t, *update, filepath.Join("testdata", "out", "*.rbac.yaml"), want)
 }

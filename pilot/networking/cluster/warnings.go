@@ -47,46 +47,68 @@ func Policies(rule *networking.DestinationRule) []PolicyAt {
 // clusters do not carry out, one message each ("DestinationRule default/x:
 // trafficPolicy.tunnel: not supported, ignored"). nil dr has none.
 func Warnings(dr *model.Config) []string {
+	return PolicyWarnings(dr, unsupported)
+}
+
+// PolicyWarnings runs check on every traffic policy of the DestinationRule
+// dr (see Policies) and prefixes each "field: why" it returns with the
+// rule and the policy's path: "DestinationRule ns/name: path.field: why".
+// nil dr has none.
+func PolicyWarnings(dr *model.Config, check func(*networking.TrafficPolicy) Notes) []string {
 	if dr == nil {
 		return nil
 	}
 	rule, _ := dr.Spec.(*networking.DestinationRule)
 	var out []string
 	for _, pa := range Policies(rule) {
-		for _, w := range unsupported(pa.Policy) {
+		for _, w := range check(pa.Policy) {
 			out = append(out, fmt.Sprintf("DestinationRule %s/%s: %s.%s", dr.Namespace, dr.Name, pa.Path, w))
 		}
 	}
 	return out
 }
 
-// unsupported lists "field: why" for the fields of p the sidecar generators ignore.
-func unsupported(p *networking.TrafficPolicy) []string {
-	var out []string
-	add := func(set bool, field, why string) {
-		if set {
-			out = append(out, field+": "+why)
-		}
+// Notes collects the "field: why" notes of a PolicyWarnings check.
+type Notes []string
+
+// Add notes field, for reason why, when set.
+func (n *Notes) Add(set bool, field, why string) {
+	if set {
+		*n = append(*n, field+": "+why)
 	}
-	const ignored = "not supported, ignored"
-	add(p.GetTunnel() != nil, "tunnel", ignored)
-	add(p.GetProxyProtocol() != nil, "proxyProtocol", ignored)
-	add(p.GetRetryBudget() != nil, "retryBudget", ignored)
+}
+
+// Ignored is the reason given for a field a generator leaves out entirely.
+const Ignored = "not supported, ignored"
+
+// AddIgnoredEverywhere notes the traffic policy fields that neither the
+// sidecar nor the proxyless gRPC clusters carry out: tunnel, proxyProtocol
+// and retryBudget.
+func (n *Notes) AddIgnoredEverywhere(p *networking.TrafficPolicy) {
+	n.Add(p.GetTunnel() != nil, "tunnel", Ignored)
+	n.Add(p.GetProxyProtocol() != nil, "proxyProtocol", Ignored)
+	n.Add(p.GetRetryBudget() != nil, "retryBudget", Ignored)
+}
+
+// unsupported lists "field: why" for the fields of p the sidecar generators ignore.
+func unsupported(p *networking.TrafficPolicy) Notes {
+	var out Notes
+	out.AddIgnoredEverywhere(p)
 	lb := p.GetLoadBalancer()
-	add(lb.GetWarmupDurationSecs() != nil, "loadBalancer.warmupDurationSecs", ignored)
-	add(lb.GetWarmup() != nil, "loadBalancer.warmup", ignored)
-	add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", ignored)
-	add(len(lb.GetConsistentHash().GetHttpCookie().GetAttributes()) > 0, "loadBalancer.consistentHash.httpCookie.attributes", ignored)
+	out.Add(lb.GetWarmupDurationSecs() != nil, "loadBalancer.warmupDurationSecs", Ignored)
+	out.Add(lb.GetWarmup() != nil, "loadBalancer.warmup", Ignored)
+	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", Ignored)
+	out.Add(len(lb.GetConsistentHash().GetHttpCookie().GetAttributes()) > 0, "loadBalancer.consistentHash.httpCookie.attributes", Ignored)
 	loc := lb.GetLocalityLbSetting()
-	add(len(loc.GetDistribute()) > 0, "loadBalancer.localityLbSetting.distribute",
+	out.Add(len(loc.GetDistribute()) > 0, "loadBalancer.localityLbSetting.distribute",
 		"partial: the cluster turns on locality-weighted balancing, the per-locality weights are not yet applied to EDS endpoints")
-	add(len(loc.GetFailover()) > 0, "loadBalancer.localityLbSetting.failover",
+	out.Add(len(loc.GetFailover()) > 0, "loadBalancer.localityLbSetting.failover",
 		"partial: locality priorities are not yet applied to EDS endpoints")
-	add(len(loc.GetFailoverPriority()) > 0, "loadBalancer.localityLbSetting.failoverPriority", ignored)
-	add(p.GetConnectionPool().GetTcp().GetIdleTimeout() != nil, "connectionPool.tcp.idleTimeout", ignored)
+	out.Add(len(loc.GetFailoverPriority()) > 0, "loadBalancer.localityLbSetting.failoverPriority", Ignored)
+	out.Add(p.GetConnectionPool().GetTcp().GetIdleTimeout() != nil, "connectionPool.tcp.idleTimeout", Ignored)
 	od := p.GetOutlierDetection()
-	add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
-	add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", ignored)
-	add(p.GetTls().GetCaCrl() != "", "tls.caCrl", ignored)
+	out.Add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
+	out.Add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", Ignored)
+	out.Add(p.GetTls().GetCaCrl() != "", "tls.caCrl", Ignored)
 	return out
 }

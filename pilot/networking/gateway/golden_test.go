@@ -1,20 +1,15 @@
 package gateway_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"flag"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
@@ -88,16 +83,7 @@ func connManager(t *testing.T, fc *listenerv3.FilterChain) *hcmv3.HttpConnection
 // compares them with testdata/out/NAME.{listeners,routes}.yaml.
 // go test -update rewrites them.
 func TestGolden(t *testing.T) {
-	inputs, err := filepath.Glob("testdata/*.yaml")
-	if err != nil || len(inputs) == 0 {
-		t.Fatalf("no testdata inputs: %v", err)
-	}
-	for i, in := range inputs {
-		if inputs[i], err = filepath.Abs(in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	inputs = append(inputs, "bookinfo-networking/bookinfo-gateway.yaml")
+	inputs := nt.GoldenInputs(t, "testdata/*.yaml", "bookinfo-networking/bookinfo-gateway.yaml")
 	written := map[string]bool{}
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".yaml")
@@ -116,61 +102,11 @@ func TestGolden(t *testing.T) {
 				}
 				out := filepath.Join("testdata", "out", name+"."+suffix+".yaml")
 				written[out] = true
-				compare(t, out, toYAML(t, msgs))
+				nt.Golden(t, *update, out, msgs...)
 			}
 		})
 	}
-	if *update {
-		stale, _ := filepath.Glob(filepath.Join("testdata", "out", "*.yaml"))
-		for _, f := range stale {
-			if !written[f] {
-				if err := os.Remove(f); err != nil {
-					t.Error(err)
-				}
-			}
-		}
-	}
-}
-
-func toYAML(t *testing.T, msgs []proto.Message) []byte {
-	t.Helper()
-	var docs [][]byte
-	for _, m := range msgs {
-		js, err := protojson.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, js); err != nil {
-			t.Fatal(err)
-		}
-		y, err := yaml.JSONToYAML(compact.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, y)
-	}
-	return bytes.Join(docs, []byte("---\n"))
-}
-
-func compare(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pilot/networking/gateway -run TestGolden -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the generated config; review and rerun with -update.\ngot:\n%s", path, got)
-	}
+	nt.RemoveStaleGoldens(t, *update, filepath.Join("testdata", "out", "*.yaml"), written)
 }
 
 func mustAbs(t *testing.T, path string) string {

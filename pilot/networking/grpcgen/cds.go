@@ -1,8 +1,6 @@
 package grpcgen
 
 import (
-	"fmt"
-
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -142,59 +140,45 @@ func buildCluster(name string, ct clusterTarget) *clusterv3.Cluster {
 // PolicyWarnings names every traffic policy field of the DestinationRule dr
 // that proxyless gRPC clusters do not carry out, one message each.
 func PolicyWarnings(dr *model.Config) []string {
-	if dr == nil {
-		return nil
-	}
-	rule, _ := dr.Spec.(*networking.DestinationRule)
-	var out []string
-	for _, pa := range cluster.Policies(rule) {
-		for _, w := range grpcUnsupported(pa.Policy) {
-			out = append(out, fmt.Sprintf("DestinationRule %s/%s: %s.%s (proxyless gRPC)", dr.Namespace, dr.Name, pa.Path, w))
-		}
+	out := cluster.PolicyWarnings(dr, grpcUnsupported)
+	for i := range out {
+		out[i] += " (proxyless gRPC)"
 	}
 	return out
 }
 
-func grpcUnsupported(p *networking.TrafficPolicy) []string {
-	var out []string
-	add := func(set bool, field, why string) {
-		if set {
-			out = append(out, field+": "+why)
-		}
-	}
-	const ignored = "not supported, ignored"
-	add(p.GetTunnel() != nil, "tunnel", ignored)
-	add(p.GetProxyProtocol() != nil, "proxyProtocol", ignored)
-	add(p.GetRetryBudget() != nil, "retryBudget", ignored)
-	add(p.GetTls() != nil && p.GetTls().GetMode() != networking.ClientTLSSettings_DISABLE, "tls", ignored)
+func grpcUnsupported(p *networking.TrafficPolicy) cluster.Notes {
+	var out cluster.Notes
+	out.AddIgnoredEverywhere(p)
+	out.Add(p.GetTls() != nil && p.GetTls().GetMode() != networking.ClientTLSSettings_DISABLE, "tls", cluster.Ignored)
 	lb := p.GetLoadBalancer()
 	switch lb.GetSimple() {
 	case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH:
 		out = append(out, "loadBalancer.simple: "+lb.GetSimple().String()+" not supported, ROUND_ROBIN used")
 	}
 	ch := lb.GetConsistentHash()
-	add(ch.GetMaglev() != nil, "loadBalancer.consistentHash.maglev", "not supported, RING_HASH used")
-	add(ch.GetHttpCookie() != nil, "loadBalancer.consistentHash.httpCookie", "gRPC hashes on headers only, ignored")
-	add(ch.GetUseSourceIp(), "loadBalancer.consistentHash.useSourceIp", "gRPC hashes on headers only, ignored")
-	add(ch.GetHttpQueryParameterName() != "", "loadBalancer.consistentHash.httpQueryParameterName", "gRPC hashes on headers only, ignored")
-	add(lb.GetLocalityLbSetting() != nil, "loadBalancer.localityLbSetting", ignored)
-	add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", ignored)
-	add(lb.GetWarmupDurationSecs() != nil || lb.GetWarmup() != nil, "loadBalancer.warmup", ignored)
+	out.Add(ch.GetMaglev() != nil, "loadBalancer.consistentHash.maglev", "not supported, RING_HASH used")
+	out.Add(ch.GetHttpCookie() != nil, "loadBalancer.consistentHash.httpCookie", "gRPC hashes on headers only, ignored")
+	out.Add(ch.GetUseSourceIp(), "loadBalancer.consistentHash.useSourceIp", "gRPC hashes on headers only, ignored")
+	out.Add(ch.GetHttpQueryParameterName() != "", "loadBalancer.consistentHash.httpQueryParameterName", "gRPC hashes on headers only, ignored")
+	out.Add(lb.GetLocalityLbSetting() != nil, "loadBalancer.localityLbSetting", cluster.Ignored)
+	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", cluster.Ignored)
+	out.Add(lb.GetWarmupDurationSecs() != nil || lb.GetWarmup() != nil, "loadBalancer.warmup", cluster.Ignored)
 	cp := p.GetConnectionPool()
-	add(cp.GetTcp() != nil, "connectionPool.tcp", ignored)
+	out.Add(cp.GetTcp() != nil, "connectionPool.tcp", cluster.Ignored)
 	h := cp.GetHttp()
-	add(h.GetHttp1MaxPendingRequests() != 0, "connectionPool.http.http1MaxPendingRequests", ignored)
-	add(h.GetMaxRequestsPerConnection() != 0, "connectionPool.http.maxRequestsPerConnection", ignored)
-	add(h.GetMaxRetries() != 0, "connectionPool.http.maxRetries", ignored)
-	add(h.GetIdleTimeout() != nil, "connectionPool.http.idleTimeout", ignored)
-	add(h.GetH2UpgradePolicy() != networking.ConnectionPoolSettings_HTTPSettings_DEFAULT, "connectionPool.http.h2UpgradePolicy", ignored)
-	add(h.GetUseClientProtocol(), "connectionPool.http.useClientProtocol", ignored)
-	add(h.GetMaxConcurrentStreams() != 0, "connectionPool.http.maxConcurrentStreams", ignored)
-	add(h.GetHttp2KeepAlive() != nil, "connectionPool.http.http2KeepAlive", ignored)
+	out.Add(h.GetHttp1MaxPendingRequests() != 0, "connectionPool.http.http1MaxPendingRequests", cluster.Ignored)
+	out.Add(h.GetMaxRequestsPerConnection() != 0, "connectionPool.http.maxRequestsPerConnection", cluster.Ignored)
+	out.Add(h.GetMaxRetries() != 0, "connectionPool.http.maxRetries", cluster.Ignored)
+	out.Add(h.GetIdleTimeout() != nil, "connectionPool.http.idleTimeout", cluster.Ignored)
+	out.Add(h.GetH2UpgradePolicy() != networking.ConnectionPoolSettings_HTTPSettings_DEFAULT, "connectionPool.http.h2UpgradePolicy", cluster.Ignored)
+	out.Add(h.GetUseClientProtocol(), "connectionPool.http.useClientProtocol", cluster.Ignored)
+	out.Add(h.GetMaxConcurrentStreams() != 0, "connectionPool.http.maxConcurrentStreams", cluster.Ignored)
+	out.Add(h.GetHttp2KeepAlive() != nil, "connectionPool.http.http2KeepAlive", cluster.Ignored)
 	od := p.GetOutlierDetection()
-	add(od.GetMinHealthPercent() != 0, "outlierDetection.minHealthPercent", ignored)
-	add(od.GetSplitExternalLocalOriginErrors(), "outlierDetection.splitExternalLocalOriginErrors", ignored)
-	add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
-	add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", ignored)
+	out.Add(od.GetMinHealthPercent() != 0, "outlierDetection.minHealthPercent", cluster.Ignored)
+	out.Add(od.GetSplitExternalLocalOriginErrors(), "outlierDetection.splitExternalLocalOriginErrors", cluster.Ignored)
+	out.Add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
+	out.Add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", cluster.Ignored)
 	return out
 }

@@ -2,11 +2,11 @@ package grpcgen
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -178,20 +178,9 @@ func matchApplies(rc routeContext, m *networking.HTTPMatchRequest) bool {
 // buildRouteMatch translates uri, method, authority, headers and
 // withoutHeaders. A match without uri matches every path.
 func buildRouteMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
-	out := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
-	switch u := m.GetUri().GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		out.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
-	case *networking.StringMatch_Prefix:
-		out.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
-	case *networking.StringMatch_Regex:
-		if u.Regex == "" {
-			return nil, fmt.Errorf("uri.regex: empty")
-		}
-		out.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
-	}
-	if m.GetIgnoreUriCase() {
-		out.CaseSensitive = wrapperspb.Bool(false)
+	out, err := route.PathMatch(m)
+	if err != nil {
+		return nil, err
 	}
 	add := func(name string, sm *networking.StringMatch, invert bool) error {
 		h, err := buildHeaderMatcher(name, sm, invert)
@@ -211,12 +200,12 @@ func buildRouteMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error
 			return nil, fmt.Errorf("authority: %w", err)
 		}
 	}
-	for _, name := range sortedKeys(m.GetHeaders()) {
+	for _, name := range slices.Sorted(maps.Keys(m.GetHeaders())) {
 		if err := add(name, m.GetHeaders()[name], false); err != nil {
 			return nil, fmt.Errorf("headers[%q]: %w", name, err)
 		}
 	}
-	for _, name := range sortedKeys(m.GetWithoutHeaders()) {
+	for _, name := range slices.Sorted(maps.Keys(m.GetWithoutHeaders())) {
 		if err := add(name, m.GetWithoutHeaders()[name], true); err != nil {
 			return nil, fmt.Errorf("withoutHeaders[%q]: %w", name, err)
 		}
@@ -228,22 +217,12 @@ func buildRouteMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error
 // means "present".
 func buildHeaderMatcher(name string, sm *networking.StringMatch, invert bool) (*routev3.HeaderMatcher, error) {
 	h := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
-	var str *matcherv3.StringMatcher
-	switch v := sm.GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		str = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: v.Exact}}
-	case *networking.StringMatch_Prefix:
-		str = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: v.Prefix}}
-	case *networking.StringMatch_Regex:
-		if v.Regex == "" {
-			return nil, fmt.Errorf("regex: empty")
-		}
-		str = &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: v.Regex}}}
-	default:
-		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
-		return h, nil
+	if v, ok := sm.GetMatchType().(*networking.StringMatch_Regex); ok && v.Regex == "" {
+		return nil, fmt.Errorf("regex: empty")
 	}
-	// grpc-go rejects empty string matchers; Istio treats them as "present".
+	// grpc-go rejects empty string matchers; Istio treats them (and a
+	// match without type) as "present".
+	str := route.StringMatcher(sm)
 	if str.GetExact() == "" && str.GetPrefix() == "" && str.GetSafeRegex() == nil {
 		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
 		return h, nil
@@ -300,15 +279,6 @@ func destinationCluster(rc routeContext, d *networking.Destination) string {
 		}
 	}
 	return clusterName(port, d.GetSubset(), host)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func containsString(list []string, s string) bool {

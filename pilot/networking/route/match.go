@@ -42,22 +42,9 @@ func matchApplies(m *networking.HTTPMatchRequest, opts Options) bool {
 // headers, withoutHeaders (inverted), method, authority, scheme (as
 // pseudo-headers) and queryParams.
 func buildMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
-	rm := &routev3.RouteMatch{}
-	switch u := m.GetUri().GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
-	case *networking.StringMatch_Prefix:
-		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
-	case *networking.StringMatch_Regex:
-		if u.Regex == "" {
-			return nil, fmt.Errorf("uri.regex: empty")
-		}
-		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
-	default:
-		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
-	}
-	if m.GetIgnoreUriCase() {
-		rm.CaseSensitive = wrapperspb.Bool(false)
+	rm, err := PathMatch(m)
+	if err != nil {
+		return nil, err
 	}
 	for _, name := range sortedKeys(m.GetHeaders()) {
 		rm.Headers = append(rm.Headers, headerMatcher(name, m.GetHeaders()[name], false))
@@ -83,6 +70,30 @@ func buildMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
 			qm.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm}
 		}
 		rm.QueryParameters = append(rm.QueryParameters, qm)
+	}
+	return rm, nil
+}
+
+// PathMatch translates the path conditions of a match: uri (exact → path,
+// prefix → prefix, regex → safe_regex; none → prefix "/") and
+// ignoreUriCase. An empty uri.regex is an error.
+func PathMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
+	rm := &routev3.RouteMatch{}
+	switch u := m.GetUri().GetMatchType().(type) {
+	case *networking.StringMatch_Exact:
+		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
+	case *networking.StringMatch_Prefix:
+		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
+	case *networking.StringMatch_Regex:
+		if u.Regex == "" {
+			return nil, fmt.Errorf("uri.regex: empty")
+		}
+		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
+	default:
+		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+	}
+	if m.GetIgnoreUriCase() {
+		rm.CaseSensitive = wrapperspb.Bool(false)
 	}
 	return rm, nil
 }

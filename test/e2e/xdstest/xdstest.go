@@ -44,12 +44,19 @@ func (b *Backend) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc
 // and returns its port.
 func StartBackend(t testing.TB, name string) int {
 	t.Helper()
+	return Serve(t, name, &Backend{Name: name})
+}
+
+// Serve serves impl as the TestService (named name in failures) on
+// 127.0.0.1:0 without xDS until the test ends and returns its port.
+func Serve(t testing.TB, name string, impl testgrpc.TestServiceServer) int {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("backend %s: listen: %v", name, err)
 	}
 	srv := grpc.NewServer()
-	testgrpc.RegisterTestServiceServer(srv, &Backend{Name: name})
+	testgrpc.RegisterTestServiceServer(srv, impl)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(lis) }()
 	t.Cleanup(func() {
@@ -238,86 +245,4 @@ func Until(ctx context.Context, c Client, ok func(backend string) bool, streak i
 		}
 	}
 	return nil
-}
-
-// EchoTarget is the service EchoConfig declares, as clients dial it.
-const EchoTarget = "echo.test.svc.cluster.local:7070"
-
-// EchoConfig is a ServiceEntry for echo with one endpoint per backend
-// (labels version v1 / v2) and a DestinationRule with those subsets.
-func EchoConfig(v1Port, v2Port int) string {
-	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: echo
-  namespace: test
-spec:
-  hosts:
-  - echo.test.svc.cluster.local
-  location: MESH_INTERNAL
-  ports:
-  - number: 7070
-    name: grpc
-    protocol: GRPC
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    labels:
-      version: v1
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    labels:
-      version: v2
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata:
-  name: echo
-  namespace: test
-spec:
-  host: echo.test.svc.cluster.local
-  subsets:
-  - name: v1
-    labels:
-      version: v1
-  - name: v2
-    labels:
-      version: v2
-`, v1Port, v2Port)
-}
-
-// CanaryVirtualService sends x-canary: true to v2 and splits the rest v1Weight / 100-v1Weight.
-func CanaryVirtualService(v1Weight int) string {
-	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata:
-  name: echo
-  namespace: test
-spec:
-  hosts:
-  - echo.test.svc.cluster.local
-  http:
-  - name: canary
-    match:
-    - headers:
-        x-canary:
-          exact: "true"
-    route:
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v2
-  - name: split
-    route:
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v1
-      weight: %d
-    - destination:
-        host: echo.test.svc.cluster.local
-        subset: v2
-      weight: %d
-`, v1Weight, 100-v1Weight)
 }
