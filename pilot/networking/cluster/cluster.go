@@ -65,8 +65,9 @@ func Build(proxy *model.Proxy, push *model.PushContext) ([]*clusterv3.Cluster, e
 // subset of each port, without duplicate names, each with its effective
 // traffic policy (EffectivePolicy) applied. The result depends only on svc,
 // dr, timeout, the mesh config and, for DNS services or rules using
-// ISTIO_MUTUAL (the service accounts), the service's endpoints, so it can be
-// shared by every proxy that sees the same rule.
+// ISTIO_MUTUAL or auto-mTLS (the service accounts), the service's endpoints
+// and, for auto-mTLS, the PeerAuthentications, so it can be shared by every
+// proxy that sees the same rule.
 func ServiceClusters(push *model.PushContext, svc *model.Service, dr *model.Config, timeout *durationpb.Duration) ([]*clusterv3.Cluster, error) {
 	var rule *networking.DestinationRule
 	if dr != nil {
@@ -87,7 +88,7 @@ func ServiceClusters(push *model.PushContext, svc *model.Service, dr *model.Conf
 		out = append(out, c)
 	}
 	var sas []string
-	if usesIstioMutual(rule) {
+	if usesIstioMutual(rule) || mayAutoMTLS(push, svc) {
 		sas = ServiceAccounts(push, svc)
 	}
 	for _, port := range svc.Ports {
@@ -190,6 +191,11 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 	if err := applyTLS(c, policy.GetTls(), t); err != nil {
 		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
+	if autoMTLS(push, svc, port, policy) {
+		if err := applyAutoMTLS(c, t); err != nil {
+			return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
+		}
+	}
 	return c, nil
 }
 
@@ -207,7 +213,9 @@ func dnsAssignment(push *model.PushContext, svc *model.Service, port model.Port,
 		if e.ServicePortName != port.Name || !e.SubsetMatches(labels) {
 			continue
 		}
-		lbEps = append(lbEps, LbEndpoint(e.Address, e.Port, e.Weight, true))
+		lbe := LbEndpoint(e.Address, e.Port, e.Weight, true)
+		lbe.Metadata = EndpointMetadata(e.Labels)
+		lbEps = append(lbEps, lbe)
 		if single {
 			break
 		}

@@ -17,7 +17,9 @@ import (
 // proxy sees for it (Istio's precedence makes that depend on the proxy's
 // namespace), and dropped when the service, that rule, or (for DNS
 // services, whose clusters list their endpoints, and ISTIO_MUTUAL rules,
-// whose clusters name the service accounts) the service's endpoints change. The built-in clusters are cached under one key that only a
+// whose clusters name the service accounts) the service's endpoints change,
+// and, when auto-mTLS may apply, when any PeerAuthentication changes or
+// the service's endpoints change. The built-in clusters are cached under one key that only a
 // mesh-wide invalidation drops. Inbound clusters are per proxy and built
 // fresh.
 type Generator struct{}
@@ -102,7 +104,7 @@ func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: service %s: %w", proxy.ID, svc.Hostname, err)
 	}
-	cache.Add(key, serviceDeps(svc, dr), tok, res)
+	cache.Add(key, serviceDeps(push, svc, dr), tok, res)
 	return res, nil
 }
 
@@ -118,11 +120,14 @@ func rule(dr *model.Config) *networking.DestinationRule {
 func clusterName(c *clusterv3.Cluster) string { return c.GetName() }
 
 // serviceDeps is what a service's clusters depend on besides the mesh.
-func serviceDeps(svc *model.Service, dr *model.Config) []model.ConfigKey {
-	deps := make([]model.ConfigKey, 0, 3)
+func serviceDeps(push *model.PushContext, svc *model.Service, dr *model.Config) []model.ConfigKey {
+	deps := make([]model.ConfigKey, 0, 4)
 	deps = append(deps, model.ServiceDep(svc.Hostname))
-	if svc.Resolution == model.DNSLB || svc.Resolution == model.DNSRoundRobinLB || usesIstioMutual(rule(dr)) {
+	if svc.Resolution == model.DNSLB || svc.Resolution == model.DNSRoundRobinLB || usesIstioMutual(rule(dr)) || mayAutoMTLS(push, svc) {
 		deps = append(deps, model.EndpointsDep(svc.Hostname))
+	}
+	if mayAutoMTLS(push, svc) {
+		deps = append(deps, model.DependsOnAll(model.KindPeerAuthentication))
 	}
 	if dr != nil {
 		deps = append(deps, dr.Key())

@@ -26,19 +26,28 @@ func Build(proxy *model.Proxy, push *model.PushContext, names []string) []*endpo
 // the cluster's service and port, filtered by the subset's labels (from the
 // DestinationRule the proxy sees), grouped by locality. A name that is not an
 // outbound cluster of a known service, port and subset gets an assignment
-// with no endpoints, so Envoy does not wait for it forever.
+// with no endpoints, so Envoy does not wait for it forever. Endpoints of
+// workloads with a sidecar carry the envoy.transport_socket_match metadata
+// auto-mTLS matches ({tlsMode: istio}); a DestinationRule's locality load
+// balancing is applied for the proxy's locality.
 func BuildLoadAssignment(proxy *model.Proxy, push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
 	t := resolve(proxy, push, name)
-	return t.build(push, name)
+	cla := t.build(push, name)
+	t.locality.apply(cla, proxy)
+	return cla
 }
 
 // target is what an EDS cluster name resolves to for a proxy.
 type target struct {
 	svc  *model.Service
 	port model.Port
-	// dr is the DestinationRule of a subset cluster; subset its subset.
+	// dr is the DestinationRule the proxy sees for svc (nil for none);
+	// subset is the cluster's subset.
 	dr     *model.Config
 	subset string
+	// locality is the locality load balancing the assignment gets for
+	// the proxy (see localitySetting); nil for none.
+	locality *localityLB
 	// ok is false when the name is no outbound cluster of a known service
 	// port and subset: the assignment is empty.
 	ok bool
@@ -56,13 +65,12 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 	if t.port, ok = t.svc.PortByNumber(portNum); !ok {
 		return t
 	}
-	if subset != "" {
-		t.dr = push.DestinationRule(proxy.ConfigNamespace(), t.svc)
-		if model.Subset(t.dr, subset) == nil {
-			return t
-		}
+	t.dr = push.DestinationRule(proxy.ConfigNamespace(), t.svc)
+	if subset != "" && model.Subset(t.dr, subset) == nil {
+		return t
 	}
 	t.ok = true
+	t.locality = localitySetting(push, t.dr, subset, portNum)
 	return t
 }
 
@@ -87,6 +95,7 @@ func (t target) build(push *model.PushContext, name string) *endpointv3.ClusterL
 			byLocality[e.Locality] = group
 		}
 		lbe := cluster.LbEndpoint(e.Address, e.Port, e.Weight, e.Healthy)
+		lbe.Metadata = cluster.EndpointMetadata(e.Labels)
 		group.LbEndpoints = append(group.LbEndpoints, lbe)
 		group.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
 	}

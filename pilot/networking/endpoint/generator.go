@@ -17,9 +17,11 @@ import (
 // State-of-the-World answer. For an endpoint-only push a transport that sends incremental
 // (Delta) updates may send only the clusters AffectedClusters selects.
 //
-// Each assignment is cached in the push's model.XDSCache by cluster name
-// and, for subset clusters, the DestinationRule the proxy sees; it is
-// dropped when the service's endpoints, the service or that rule change.
+// Each assignment is cached in the push's model.XDSCache by cluster name,
+// the DestinationRule the proxy sees for the service and, when that rule
+// asks for locality load balancing, the proxy's locality (the priorities
+// and weights are relative to it); it is dropped when the service's
+// endpoints, the service or that rule change.
 type Generator struct{}
 
 var _ model.PartialGenerator = Generator{}
@@ -69,7 +71,7 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 		// Not a cluster of a known service: empty, cheap, not cached.
 		return cluster.Resource(name, t.build(push, name))
 	}
-	key := model.XDSCacheKey{Type: model.EndpointType, Name: name}
+	key := model.XDSCacheKey{Type: model.EndpointType, Name: name, Scope: t.locality.scope(proxy)}
 	if t.dr != nil {
 		key.Config = t.dr.Key()
 	}
@@ -81,7 +83,9 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	if t.dr != nil {
 		deps = append(deps, key.Config)
 	}
-	r, err := cluster.Resource(name, t.build(push, name))
+	cla := t.build(push, name)
+	t.locality.apply(cla, proxy)
+	r, err := cluster.Resource(name, cla)
 	if err != nil {
 		return nil, err
 	}
