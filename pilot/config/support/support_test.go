@@ -84,8 +84,9 @@ func TestVirtualServiceWarnings(t *testing.T) {
 	want := []string{
 		"VirtualService default/reviews: spec.http[1].retries.retryRemoteLocalities: not supported, ignored",
 		"VirtualService default/reviews: spec.http[1].fault.delay.exponentialDelay: not supported, ignored",
-		"VirtualService default/reviews: spec.tcp: not supported, ignored (" +
-			"neither sidecar nor gateway listeners read tcp routes; such traffic goes to the destination's cluster as addressed)",
+		"VirtualService default/reviews: spec.tcp: partially supported: sidecar outbound TCP listeners only (match port, " +
+			"sourceLabels, sourceNamespace, gateways mesh; destinationSubnets as filter-chain prefix ranges; weighted destinations); " +
+			"gateways do not read tcp routes",
 	}
 	slices.Sort(got)
 	slices.Sort(want)

@@ -68,7 +68,8 @@ func virtualService() []Field {
 		{"spec.http[].corsPolicy", Supported, grpcOnly},
 		{"spec.http[].headers", Supported, "pseudo-headers other than request.set[host] are warned; " + grpcOnly},
 		{"spec.tls", Partial, "served only by Gateways with PASSTHROUGH servers (sniHosts, port, gateways); sidecars do not read tls routes"},
-		{"spec.tcp", Unsupported, "neither sidecar nor gateway listeners read tcp routes; such traffic goes to the destination's cluster as addressed"},
+		{"spec.tcp", Partial, "sidecar outbound TCP listeners only (match port, sourceLabels, sourceNamespace, gateways mesh; destinationSubnets as filter-chain prefix ranges; weighted destinations); gateways do not read tcp routes"},
+		{"spec.tcp[].match[].sourceSubnet", Unsupported, "deprecated"},
 	}
 }
 
@@ -82,8 +83,8 @@ func trafficPolicy(prefix string, portLevel bool) []Field {
 		{prefix + ".loadBalancer.warmup", Unsupported, ""},
 		{prefix + ".loadBalancer.zoneAwareLbSetting", Unsupported, ""},
 		{prefix + ".loadBalancer.consistentHash.httpCookie.attributes", Unsupported, ""},
-		{prefix + ".loadBalancer.localityLbSetting.distribute", Partial, "the cluster turns on locality-weighted balancing; the per-locality weights are not applied to EDS endpoints"},
-		{prefix + ".loadBalancer.localityLbSetting.failover", Partial, "locality priorities are not applied to EDS endpoints"},
+		{prefix + ".loadBalancer.localityLbSetting.distribute", Partial, "sidecars: weights applied per proxy locality in EDS; proxyless gRPC: not applied"},
+		{prefix + ".loadBalancer.localityLbSetting.failover", Partial, "sidecars: priorities applied per proxy locality in EDS (with outlierDetection, as Istio); proxyless gRPC: not applied"},
 		{prefix + ".loadBalancer.localityLbSetting.failoverPriority", Unsupported, ""},
 		{prefix + ".connectionPool", Supported, "proxyless gRPC: tcp settings ignored"},
 		{prefix + ".connectionPool.tcp.idleTimeout", Unsupported, ""},

@@ -60,7 +60,8 @@ func buildRouteConfig(proxy *model.Proxy, push *model.PushContext, t target, log
 func routesFor(proxy *model.Proxy, push *model.PushContext, t target, log *slog.Logger) ([]*routev3.Route, error) {
 	for _, c := range push.VirtualServicesFor(proxy, t.service.Hostname) {
 		vs, ok := c.Spec.(*networking.VirtualService)
-		if !ok {
+		if !ok || len(vs.GetHttp()) == 0 {
+			// tcp or tls routes only: nothing for HTTP.
 			continue
 		}
 		rc := routeContext{proxy: proxy, push: push, vsNamespace: c.Namespace, target: t}
@@ -75,7 +76,9 @@ func routesFor(proxy *model.Proxy, push *model.PushContext, t target, log *slog.
 		}
 		return routes, nil
 	}
-	return []*routev3.Route{defaultRoute(t)}, nil
+	r := defaultRoute(t)
+	r.GetRoute().HashPolicy = headerHashPolicy(push, proxy.ConfigNamespace(), t.service.Hostname, "", t.port.Port)
+	return []*routev3.Route{r}, nil
 }
 
 // defaultRoute sends every request to the service's subset-less cluster.

@@ -238,6 +238,7 @@ func buildRouteAction(rc routeContext, hr *networking.HTTPRoute) (*routev3.Route
 	dests := hr.GetRoute()
 	if len(dests) == 1 {
 		action.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: destinationCluster(rc, dests[0].GetDestination())}
+		action.HashPolicy = destinationHashPolicy(rc, dests[0].GetDestination())
 	} else {
 		var wcs []*routev3.WeightedCluster_ClusterWeight
 		for i, d := range dests {
@@ -246,6 +247,9 @@ func buildRouteAction(rc routeContext, hr *networking.HTTPRoute) (*routev3.Route
 			}
 			if d.GetWeight() == 0 {
 				continue
+			}
+			if action.HashPolicy == nil {
+				action.HashPolicy = destinationHashPolicy(rc, d.GetDestination())
 			}
 			wcs = append(wcs, &routev3.WeightedCluster_ClusterWeight{
 				Name:   destinationCluster(rc, d.GetDestination()),
@@ -269,6 +273,18 @@ func buildRouteAction(rc routeContext, hr *networking.HTTPRoute) (*routev3.Route
 // destinationCluster names the outbound cluster of a destination: the port
 // given, else the destination service's only port, else the target's port.
 func destinationCluster(rc routeContext, d *networking.Destination) string {
+	host, port := destinationHostPort(rc, d)
+	return clusterName(port, d.GetSubset(), host)
+}
+
+// destinationHashPolicy is the header hash policy of a destination's
+// traffic policy, nil when it has none.
+func destinationHashPolicy(rc routeContext, d *networking.Destination) []*routev3.RouteAction_HashPolicy {
+	host, port := destinationHostPort(rc, d)
+	return headerHashPolicy(rc.push, rc.proxy.ConfigNamespace(), host, d.GetSubset(), port)
+}
+
+func destinationHostPort(rc routeContext, d *networking.Destination) (string, uint32) {
 	host := model.ResolveShortname(d.GetHost(), rc.vsNamespace, rc.push.DomainSuffix)
 	port := d.GetPort().GetNumber()
 	if port == 0 {
@@ -278,7 +294,7 @@ func destinationCluster(rc routeContext, d *networking.Destination) string {
 			port = rc.target.port.Port
 		}
 	}
-	return clusterName(port, d.GetSubset(), host)
+	return host, port
 }
 
 func containsString(list []string, s string) bool {

@@ -13,8 +13,9 @@ import (
 
 // Generator serves LDS. Logger may be nil (no logs).
 //
-// Outbound listeners are functions of their name, port and (TCP) service
-// hostname alone, so they are cached under those with no dependency (only
+// Outbound listeners are functions of their name, port, (TCP) service
+// hostname and translated tcp routes alone, so they are cached under those
+// with no dependency (only
 // a mesh-wide invalidation or the cache bound drops them); virtualOutbound
 // depends on the mesh only. virtualInbound is per proxy and built fresh.
 type Generator struct {
@@ -34,7 +35,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 	log = log.With("proxy", proxy.ID)
 	cache := push.XDSCache()
-	specs := outboundListeners(push.ServicesFor(proxy), log)
+	specs := outboundListeners(proxy, push, log)
 	out := make(model.Resources, 0, len(specs)+2)
 
 	// The Sidecar's outboundTrafficPolicy, else the mesh's, picks the catch-all.
@@ -68,7 +69,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	out = append(out, r)
 
 	for _, o := range specs {
-		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.host}
+		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.cacheScope()}
 		if res, ok := cache.Get(key); ok {
 			out = append(out, res[0])
 			continue

@@ -2,6 +2,7 @@
 package listener
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"sort"
@@ -40,7 +41,7 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 		return nil, err
 	}
 	out := []*listenerv3.Listener{vo, vi}
-	for _, o := range outboundListeners(push.ServicesFor(proxy), log) {
+	for _, o := range outboundListeners(proxy, push, log) {
 		l, err := o.build()
 		if err != nil {
 			return nil, err
@@ -59,18 +60,39 @@ type outboundSpec struct {
 	port uint32
 	// host is the service of a TCP listener; "" for an HTTP listener.
 	host string
+	// tcp are the VirtualService tcp routes of a TCP listener; nil: all to
+	// the service's cluster.
+	tcp tcpRoutes
 }
+
+// cacheScope is what, with the name, determines the listener.
+func (o outboundSpec) cacheScope() string { return o.host + o.tcp.key() }
 
 func (o outboundSpec) build() (*listenerv3.Listener, error) {
 	if o.host == "" {
 		return outboundHTTP(o.port)
 	}
-	return outboundTCP(o.name, o.addr, o.port, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
+	clusterName := cluster.BuildName(cluster.Outbound, "", o.host, o.port)
+	if o.tcp == nil {
+		return outboundTCP(o.name, o.addr, o.port, clusterName)
+	}
+	chains, err := tcpFilterChains(o.tcp, clusterName)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", o.name, err)
+	}
+	l := outboundListener(o.name, o.addr, o.port, nil)
+	l.FilterChains = chains
+	return l, nil
 }
 
-// outboundListeners plans the outbound listeners of services (see Build),
-// HTTP listeners first by port, then TCP listeners in service order.
-func outboundListeners(services []*model.Service, log *slog.Logger) []outboundSpec {
+// outboundListeners plans the outbound listeners of the services proxy sees
+// (see Build), HTTP listeners first by port, then TCP listeners in service
+// order, each with the tcp routes of its service's VirtualService.
+func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) []outboundSpec {
+	services := push.ServicesFor(proxy)
+	warn := func(vs string, err error) {
+		log.Warn("virtual service tcp route not applied", "virtualservice", vs, "error", err)
+	}
 	httpPorts := map[uint32]bool{}
 	for _, svc := range services {
 		for _, p := range svc.Ports {
@@ -111,7 +133,8 @@ func outboundListeners(services []*model.Service, log *slog.Logger) []outboundSp
 				continue
 			}
 			taken[name] = svc.Hostname
-			out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname})
+			out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname,
+				tcp: tcpRoutesFor(proxy, push, svc, p.Port, warn)})
 		}
 	}
 	return out

@@ -27,7 +27,11 @@ type Generator struct {
 var _ model.Generator = Generator{}
 
 // routeDeps are the dependencies of every cached route configuration.
-var routeDeps = []model.ConfigKey{model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindVirtualService)}
+// DestinationRules count for their consistent-hash policies.
+var routeDeps = []model.ConfigKey{
+	model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindVirtualService),
+	model.DependsOnAll(model.KindDestinationRule),
+}
 
 // Generate returns the route configuration of every name in w, sorted by name.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {

@@ -28,6 +28,10 @@ type Options struct {
 	// Delegates finds delegate VirtualServices; nil: a delegating route is
 	// dropped with a warning.
 	Delegates DelegateLookup
+	// HashPolicy finds the consistent-hash policy of a destination; nil:
+	// routes carry none. A weighted route takes the first destination's
+	// policy that is set, as Istio does.
+	HashPolicy HashPolicyLookup
 }
 
 // Translation is a VirtualService translated into Envoy routes.
@@ -238,8 +242,12 @@ func routeAction(h *networking.HTTPRoute, ns string, opts Options) (*routev3.Rou
 		if err != nil {
 			return nil, headerSet{}, fmt.Errorf("route[%d].headers: %w", i, err)
 		}
+		host, subset, port := destinationParts(d.GetDestination(), ns, opts.Port, opts.Domain)
+		if ra.HashPolicy == nil {
+			ra.HashPolicy = opts.HashPolicy.hashPolicy(host, subset, port)
+		}
 		weighted = append(weighted, &routev3.WeightedCluster_ClusterWeight{
-			Name:                    destinationCluster(d.GetDestination(), ns, opts.Port, opts.Domain),
+			Name:                    cluster.BuildName(cluster.Outbound, subset, host, port),
 			Weight:                  wrapperspb.UInt32(weight),
 			RequestHeadersToAdd:     hdr.reqAdd,
 			RequestHeadersToRemove:  hdr.reqRemove,
@@ -290,8 +298,15 @@ func routeAction(h *networking.HTTPRoute, ns string, opts Options) (*routev3.Rou
 // destinationCluster names the outbound cluster of a destination; the port
 // defaults to the route configuration's.
 func destinationCluster(d *networking.Destination, ns string, port uint32, domain string) string {
+	host, subset, port := destinationParts(d, ns, port, domain)
+	return cluster.BuildName(cluster.Outbound, subset, host, port)
+}
+
+// destinationParts resolves a destination to its FQDN, subset and port (the
+// route configuration's when unset).
+func destinationParts(d *networking.Destination, ns string, port uint32, domain string) (string, string, uint32) {
 	if p := d.GetPort().GetNumber(); p != 0 {
 		port = p
 	}
-	return cluster.BuildName(cluster.Outbound, d.GetSubset(), model.ResolveShortname(d.GetHost(), ns, domain), port)
+	return model.ResolveShortname(d.GetHost(), ns, domain), d.GetSubset(), port
 }

@@ -65,11 +65,13 @@ func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name s
 }
 
 func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Service, port uint32, log *slog.Logger) []*routev3.Route {
-	if vss := push.VirtualServicesFor(proxy, svc.Hostname); len(vss) > 0 {
+	// A VirtualService with tcp routes only does not route HTTP.
+	if vss := push.VirtualServicesFor(proxy, svc.Hostname); len(vss) > 0 && len(vss[0].Spec.(*networking.VirtualService).GetHttp()) > 0 {
 		c := vss[0]
 		t, err := TranslateVirtualService(c.Spec.(*networking.VirtualService), c.Namespace, Options{
 			Port: port, Domain: push.DomainSuffix, ProxyNamespace: proxy.ConfigNamespace(),
 			Labels: proxy.Labels(), Delegates: PushDelegates(push),
+			HashPolicy: PushHashPolicies(push, proxy.ConfigNamespace()),
 		})
 		for _, w := range t.Warnings {
 			log.Warn("virtual service field not applied", "virtualservice", c.Namespace+"/"+c.Name, "field", w)
@@ -81,6 +83,7 @@ func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Servi
 	}
 	r := DefaultRoute(cluster.BuildName(cluster.Outbound, "", svc.Hostname, port))
 	r.GetRoute().RetryPolicy = DefaultRetryPolicy()
+	r.GetRoute().HashPolicy = PushHashPolicies(push, proxy.ConfigNamespace())(svc.Hostname, "", port)
 	return []*routev3.Route{r}
 }
 
