@@ -145,3 +145,20 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// ParseLocality turns "region/zone/subzone" (any suffix may be missing) into
+// an Envoy locality; "" gives nil. Endpoints and the agent's node both use it.
+func ParseLocality(s string) *corev3.Locality {
+	if s == "" {
+		return nil
+	}
+	parts := strings.SplitN(s, "/", 3)
+	l := &corev3.Locality{Region: parts[0]}
+	if len(parts) > 1 {
+		l.Zone = parts[1]
+	}
+	if len(parts) > 2 {
+		l.SubZone = parts[2]
+	}
+	return l
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/meshpilot/meshpilot/model"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
@@ -140,19 +141,7 @@ func (c *Config) ServiceCluster() string {
 // Locality is the node's locality from the istio-locality label
 // ("region.zone.subzone" or with "/"), or nil.
 func (c *Config) Locality() *corev3.Locality {
-	v := strings.ReplaceAll(c.Labels[localityLabel], ".", "/")
-	if v == "" {
-		return nil
-	}
-	parts := strings.SplitN(v, "/", 3)
-	l := &corev3.Locality{Region: parts[0]}
-	if len(parts) > 1 {
-		l.Zone = parts[1]
-	}
-	if len(parts) > 2 {
-		l.SubZone = parts[2]
-	}
-	return l
+	return model.ParseLocality(strings.ReplaceAll(c.Labels[localityLabel], ".", "/"))
 }
 
 // NodeMetadata is the xDS node metadata Istio's agent sends: Meta, then

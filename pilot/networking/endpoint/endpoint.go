@@ -3,9 +3,7 @@ package endpoint
 
 import (
 	"sort"
-	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -91,7 +89,7 @@ func (t target) build(push *model.PushContext, name string) *endpointv3.ClusterL
 		}
 		group := byLocality[e.Locality]
 		if group == nil {
-			group = &endpointv3.LocalityLbEndpoints{Locality: ParseLocality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
+			group = &endpointv3.LocalityLbEndpoints{Locality: model.ParseLocality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
 			byLocality[e.Locality] = group
 		}
 		lbe := cluster.LbEndpoint(e.Address, e.Port, e.Weight, e.Healthy)
@@ -108,21 +106,4 @@ func (t target) build(push *model.PushContext, name string) *endpointv3.ClusterL
 		cla.Endpoints = append(cla.Endpoints, byLocality[k])
 	}
 	return cla
-}
-
-// ParseLocality turns "region/zone/subzone" (any suffix may be missing) into
-// an Envoy locality; "" gives nil.
-func ParseLocality(s string) *corev3.Locality {
-	if s == "" {
-		return nil
-	}
-	parts := strings.SplitN(s, "/", 3)
-	l := &corev3.Locality{Region: parts[0]}
-	if len(parts) > 1 {
-		l.Zone = parts[1]
-	}
-	if len(parts) > 2 {
-		l.SubZone = parts[2]
-	}
-	return l
 }

@@ -83,14 +83,14 @@ func TestBuildLoadAssignment(t *testing.T) {
 }
 
 func TestParseLocality(t *testing.T) {
-	if endpoint.ParseLocality("") != nil {
+	if model.ParseLocality("") != nil {
 		t.Errorf("empty locality not nil")
 	}
-	l := endpoint.ParseLocality("us/us-east1/a")
+	l := model.ParseLocality("us/us-east1/a")
 	if l.GetRegion() != "us" || l.GetZone() != "us-east1" || l.GetSubZone() != "a" {
 		t.Errorf("got %v", l)
 	}
-	if l := endpoint.ParseLocality("eu"); l.GetRegion() != "eu" || l.GetZone() != "" {
+	if l := model.ParseLocality("eu"); l.GetRegion() != "eu" || l.GetZone() != "" {
 		t.Errorf("got %v", l)
 	}
 }
