@@ -36,15 +36,51 @@ func ApplyRegistryState(idx *EndpointIndex, shard string, prev, next map[string]
 	slices.Sort(hosts)
 	for _, h := range hosts {
 		old, svc := prev[h], next[h]
+		before := idx.Endpoints(h)
 		epsChanged := idx.Update(shard, h, eps[h])
 		switch {
 		case svc == nil:
 			ch.Services = append(ch.Services, ConfigKey{Kind: KindService, Name: h, Namespace: old.Namespace})
 		case !ServiceEqual(old, svc):
 			ch.Services = append(ch.Services, ConfigKey{Kind: KindService, Name: h, Namespace: svc.Namespace})
+		case epsChanged && (svc.Resolution == DNSLB || svc.Resolution == DNSRoundRobinLB || !ClusterInputsEqual(before, idx.Endpoints(h))):
+			// The change reaches CDS (see ClusterInputsEqual): push it as
+			// a change of the service, as Istio does when service accounts change.
+			ch.Services = append(ch.Services, ConfigKey{Kind: KindService, Name: h, Namespace: svc.Namespace})
 		case epsChanged:
 			ch.Endpoints = append(ch.Endpoints, ConfigKey{Kind: KindEndpoints, Name: h, Namespace: svc.Namespace})
 		}
 	}
 	return ch
+}
+
+// ClusterInputsEqual reports whether two endpoint lists of a service (each
+// sorted, as EndpointIndex keeps them) shape its clusters alike: the same
+// set of service accounts (the SANs of ISTIO_MUTUAL and auto-mTLS) and, for
+// every service port, the same target port of its first endpoint (which
+// picks the port-level PeerAuthentication mode). Endpoint changes that keep
+// these reach EDS alone; DNS services carry their endpoints in CDS and
+// count every change.
+func ClusterInputsEqual(a, b []*Endpoint) bool {
+	return maps.Equal(serviceAccountSet(a), serviceAccountSet(b)) && maps.Equal(firstTargetPorts(a), firstTargetPorts(b))
+}
+
+func serviceAccountSet(eps []*Endpoint) map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, e := range eps {
+		if e.ServiceAccount != "" {
+			out[e.ServiceAccount] = struct{}{}
+		}
+	}
+	return out
+}
+
+func firstTargetPorts(eps []*Endpoint) map[string]uint32 {
+	out := map[string]uint32{}
+	for _, e := range eps {
+		if _, ok := out[e.ServicePortName]; !ok && e.Port != 0 {
+			out[e.ServicePortName] = e.Port
+		}
+	}
+	return out
 }

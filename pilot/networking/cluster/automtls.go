@@ -6,6 +6,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
@@ -42,15 +44,80 @@ func AutoMTLSEnabled(mesh *meshconfig.MeshConfig) bool {
 	return v == nil || v.GetValue()
 }
 
-// autoMTLS reports whether an outbound cluster of svc on port with the
-// effective traffic policy gets auto-mTLS transport socket matches: the
-// mesh enables it, the policy sets no tls, the service is in the mesh and
-// its workloads do not disable mTLS on the port's target port.
-func autoMTLS(push *model.PushContext, svc *model.Service, port model.Port, policy *networking.TrafficPolicy) bool {
-	if !AutoMTLSEnabled(push.Mesh) || policy.GetTls() != nil || svc.MeshExternal || svc.Resolution == model.Passthrough {
-		return false
+// autoMTLSPort is what the auto-mTLS clusters of one service port share,
+// worked out once per port rather than once per cluster (a port has one
+// cluster per subset, and this is the costliest part of building them).
+type autoMTLSPort struct {
+	// on: the mesh enables auto-mTLS, the service is in the mesh and its
+	// workloads do not disable mTLS on the port's target port. A cluster
+	// whose effective policy sets tls still gets none.
+	on bool
+	// prefix is the UpstreamTlsContext of the port's ISTIO_MUTUAL
+	// transport socket without its SNI, in wire format. The SNI (field
+	// sniField) names the subset, so each cluster appends it: a field after
+	// the lower-numbered common_tls_context is exactly what a deterministic
+	// marshal of the whole message produces.
+	prefix   []byte
+	sniField protowire.Number
+	typeURL  string
+	rawAny   *anypb.Any
+}
+
+// newAutoMTLSPort decides auto-mTLS for the clusters of svc on port and,
+// when on, marshals their shared TLS context (sans are the destination's
+// SPIFFE IDs).
+func newAutoMTLSPort(push *model.PushContext, svc *model.Service, port model.Port, sas []string) (*autoMTLSPort, error) {
+	if !mayAutoMTLS(push, svc) || authn.ServiceMode(push, svc, targetPort(push, svc, port)) == authn.ModeDisable {
+		return &autoMTLSPort{}, nil
 	}
-	return authn.ServiceMode(push, svc, targetPort(push, svc, port)) != authn.ModeDisable
+	ctx := upstreamTLS(&networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL},
+		tlsTarget{port: port, host: svc.Hostname, serviceAccounts: sas})
+	ctx.Sni = ""
+	prefix, err := proto.MarshalOptions{Deterministic: true}.Marshal(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("service %s port %d: auto-mTLS transport socket: %w", svc.Hostname, port.Port, err)
+	}
+	desc := ctx.ProtoReflect().Descriptor()
+	raw := &rawbufferv3.RawBuffer{}
+	return &autoMTLSPort{
+		on:       true,
+		prefix:   prefix,
+		sniField: desc.Fields().ByName("sni").Number(),
+		typeURL:  typeURLPrefix + string(desc.FullName()),
+		// An empty message marshals to no bytes.
+		rawAny: &anypb.Any{TypeUrl: typeURLPrefix + string(raw.ProtoReflect().Descriptor().FullName())},
+	}, nil
+}
+
+const typeURLPrefix = "type.googleapis.com/"
+
+// applies reports whether a cluster with the effective traffic policy
+// gets auto-mTLS: the port's decision, unless the policy sets tls.
+func (p *autoMTLSPort) applies(policy *networking.TrafficPolicy) bool {
+	return p.on && policy.GetTls() == nil
+}
+
+// apply sets the cluster's transport_socket_matches: Istio mTLS
+// (ISTIO_MUTUAL with the SNI of t) for endpoints whose metadata says
+// tlsMode "istio", plaintext for every other endpoint.
+func (p *autoMTLSPort) apply(c *clusterv3.Cluster, t tlsTarget) {
+	sni := IstioMutualSNI(t.port.Port, t.subset, t.host)
+	v := make([]byte, 0, len(p.prefix)+len(sni)+8)
+	v = append(v, p.prefix...)
+	v = protowire.AppendTag(v, p.sniField, protowire.BytesType)
+	v = protowire.AppendString(v, sni)
+	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
+		{
+			Name:            MatchTLSModeIstio,
+			Match:           TLSModeMetadata(),
+			TransportSocket: &corev3.TransportSocket{Name: TransportSocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: &anypb.Any{TypeUrl: p.typeURL, Value: v}}},
+		},
+		{
+			Name:            MatchTLSModeDisabled,
+			Match:           &structpb.Struct{},
+			TransportSocket: &corev3.TransportSocket{Name: TransportSocketRawBuffer, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: p.rawAny}},
+		},
+	}
 }
 
 // targetPort is the workload port behind a service port: the port of its
@@ -62,34 +129,6 @@ func targetPort(push *model.PushContext, svc *model.Service, port model.Port) ui
 		}
 	}
 	return port.Port
-}
-
-// applyAutoMTLS sets the cluster's transport_socket_matches: Istio mTLS
-// (ISTIO_MUTUAL to t) for endpoints whose metadata says tlsMode "istio",
-// plaintext for every other endpoint.
-func applyAutoMTLS(c *clusterv3.Cluster, t tlsTarget) error {
-	ctx := upstreamTLS(&networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL}, t)
-	tlsAny, err := anypb.New(ctx)
-	if err != nil {
-		return fmt.Errorf("cluster %s: transport_socket_matches %s: %w", c.Name, MatchTLSModeIstio, err)
-	}
-	rawAny, err := anypb.New(&rawbufferv3.RawBuffer{})
-	if err != nil {
-		return fmt.Errorf("cluster %s: transport_socket_matches %s: %w", c.Name, MatchTLSModeDisabled, err)
-	}
-	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
-		{
-			Name:            MatchTLSModeIstio,
-			Match:           TLSModeMetadata(),
-			TransportSocket: &corev3.TransportSocket{Name: TransportSocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny}},
-		},
-		{
-			Name:            MatchTLSModeDisabled,
-			Match:           &structpb.Struct{},
-			TransportSocket: &corev3.TransportSocket{Name: TransportSocketRawBuffer, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: rawAny}},
-		},
-	}
-	return nil
 }
 
 // TLSModeMetadata is {tlsMode: "istio"}: the match of MatchTLSModeIstio and

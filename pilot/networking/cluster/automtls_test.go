@@ -1,10 +1,12 @@
 package cluster_test
 
 import (
+	"bytes"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
@@ -37,6 +39,11 @@ func checkAutoMTLS(t *testing.T, c *clusterv3.Cluster, subset string) {
 	ctx := &tlsv3.UpstreamTlsContext{}
 	if err := m[0].GetTransportSocket().GetTypedConfig().UnmarshalTo(ctx); err != nil {
 		t.Fatalf("%s: tlsMode-istio: %v", c.Name, err)
+	}
+	// The context is spliced from a per-port prefix and the cluster's SNI:
+	// its bytes must be exactly a deterministic marshal of the message.
+	if b, err := (proto.MarshalOptions{Deterministic: true}).Marshal(ctx); err != nil || !bytes.Equal(b, m[0].GetTransportSocket().GetTypedConfig().GetValue()) {
+		t.Errorf("%s: tlsMode-istio context bytes differ from its canonical encoding (%v)", c.Name, err)
 	}
 	_, _, host, _, _ := cluster.ParseName(c.Name)
 	if want := cluster.IstioMutualSNI(9080, subset, host); ctx.GetSni() != want {

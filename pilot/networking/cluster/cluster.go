@@ -95,12 +95,16 @@ func ServiceClusters(push *model.PushContext, svc *model.Service, dr *model.Conf
 		if port.Protocol == model.ProtocolUDP {
 			continue
 		}
+		auto, err := newAutoMTLSPort(push, svc, port, sas)
+		if err != nil {
+			return nil, err
+		}
 		for _, subset := range append([]string{""}, subsetNames(rule)...) {
 			var labels map[string]string
 			if subset != "" {
 				labels = model.Subset(dr, subset).GetLabels()
 			}
-			c, err := outbound(push, svc, port, subset, labels, EffectivePolicy(rule, subset, port.Port), sas, timeout)
+			c, err := outbound(push, svc, port, subset, labels, EffectivePolicy(rule, subset, port.Port), sas, auto, timeout)
 			if err != nil {
 				return nil, err
 			}
@@ -155,9 +159,10 @@ func BuiltinClusters(timeout *durationpb.Duration) []*clusterv3.Cluster {
 }
 
 // outbound builds "outbound|PORT|SUBSET|HOST" with the effective traffic
-// policy applied; sas are the destination's SPIFFE IDs (for ISTIO_MUTUAL).
+// policy applied; sas are the destination's SPIFFE IDs (for ISTIO_MUTUAL)
+// and auto the port's auto-mTLS.
 func outbound(push *model.PushContext, svc *model.Service, port model.Port, subset string, labels map[string]string,
-	policy *networking.TrafficPolicy, sas []string, timeout *durationpb.Duration,
+	policy *networking.TrafficPolicy, sas []string, auto *autoMTLSPort, timeout *durationpb.Duration,
 ) (*clusterv3.Cluster, error) {
 	name := BuildName(Outbound, subset, svc.Hostname, port.Port)
 	c := &clusterv3.Cluster{Name: name, ConnectTimeout: timeout}
@@ -191,10 +196,8 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 	if err := applyTLS(c, policy.GetTls(), t); err != nil {
 		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
-	if autoMTLS(push, svc, port, policy) {
-		if err := applyAutoMTLS(c, t); err != nil {
-			return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
-		}
+	if auto.applies(policy) {
+		auto.apply(c, t)
 	}
 	return c, nil
 }

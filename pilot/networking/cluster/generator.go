@@ -123,9 +123,10 @@ func clusterName(c *clusterv3.Cluster) string { return c.GetName() }
 func serviceDeps(push *model.PushContext, svc *model.Service, dr *model.Config) []model.ConfigKey {
 	deps := make([]model.ConfigKey, 0, 4)
 	deps = append(deps, model.ServiceDep(svc.Hostname))
-	if svc.Resolution == model.DNSLB || svc.Resolution == model.DNSRoundRobinLB || usesIstioMutual(rule(dr)) || mayAutoMTLS(push, svc) {
-		deps = append(deps, model.EndpointsDep(svc.Hostname))
-	}
+	// The endpoints shape clusters too (service accounts, target ports, a
+	// DNS service's addresses), but registries report such endpoint
+	// changes as changes of the service (model.ClusterInputsEqual), so
+	// endpoint churn alone leaves cached clusters alone.
 	if mayAutoMTLS(push, svc) {
 		deps = append(deps, model.DependsOnAll(model.KindPeerAuthentication))
 	}

@@ -26,17 +26,18 @@ func localitySetting(push *model.PushContext, dr *model.Config, subset string, p
 	if s == nil {
 		s = push.Mesh.GetLocalityLbSetting()
 	}
-	if s == nil {
-		s = &networking.LocalityLoadBalancerSetting{}
-	}
 	if s.GetEnabled() != nil && !s.GetEnabled().GetValue() {
 		return nil
 	}
-	l := &localityLB{setting: s, failover: policy.GetOutlierDetection() != nil}
-	if len(s.GetDistribute()) == 0 && !l.failover {
+	failover := policy.GetOutlierDetection() != nil
+	if len(s.GetDistribute()) == 0 && !failover {
+		// The common case, on every EDS cache lookup: allocate nothing.
 		return nil
 	}
-	return l
+	if s == nil {
+		s = &networking.LocalityLoadBalancerSetting{}
+	}
+	return &localityLB{setting: s, failover: failover}
 }
 
 // apply rewrites cla, an assignment built for this proxy alone, for the
