@@ -1,6 +1,7 @@
 // Package authn turns PeerAuthentication into the inbound mTLS settings of
 // a workload: the effective mode per port and the server TLS context of
-// Istio mTLS (SDS "default" and "ROOTCA" from the agent).
+// Istio mTLS (SDS "default" and "ROOTCA" from the agent); and
+// RequestAuthentication into the workload's jwt_authn HTTP filter (jwt.go).
 package authn
 
 import (

@@ -147,8 +147,12 @@ func (c *converter) source(field string, s *security.Source) (*rbacv3.Principal,
 		return nil, err
 	}
 	if len(s.GetRequestPrincipals())+len(s.GetNotRequestPrincipals()) > 0 {
-		if e := c.unsupported(field+".requestPrincipals", "needs RequestAuthentication (JWT), not supported"); e != nil {
-			return nil, e
+		if c.tcp {
+			if e := c.unsupported(field+".requestPrincipals", "is HTTP-only and this port is TCP"); e != nil {
+				return nil, e
+			}
+		} else if ids, err = values(ids, s.GetRequestPrincipals(), s.GetNotRequestPrincipals(), ok(requestPrincipalID), orIDs, notID); err != nil {
+			return nil, fmt.Errorf("%s.requestPrincipals: %w", field, err)
 		}
 	}
 	if len(s.GetServiceAccounts())+len(s.GetNotServiceAccounts()) > 0 {
@@ -206,6 +210,15 @@ func (c *converter) condition(field string, cond *security.Condition) (*rbacv3.P
 	}
 	if len(cond.GetValues())+len(cond.GetNotValues()) == 0 {
 		return nil, nil, wrap(fmt.Errorf("needs values or notValues"))
+	}
+	if conv, handled, err := jwtKey(key); handled {
+		if err != nil {
+			return nil, nil, wrap(err)
+		}
+		if c.tcp {
+			return nil, nil, c.unsupported(field, "key %q is HTTP-only and this port is TCP", key)
+		}
+		return ids(ok(conv))
 	}
 	switch {
 	case strings.HasPrefix(key, "request.headers[") && strings.HasSuffix(key, "]"):

@@ -17,10 +17,12 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
 
-// inboundSecurity is what PeerAuthentication and AuthorizationPolicy make
-// of one proxy's inbound side.
+// inboundSecurity is what PeerAuthentication, RequestAuthentication and
+// AuthorizationPolicy make of one proxy's inbound side.
 type inboundSecurity struct {
 	peer authn.Policy
+	// jwt is the jwt_authn filter of the RequestAuthentications, or nil.
+	jwt  *hcmv3.HttpFilter
 	rbac authz.Filters
 	tls  *corev3.TransportSocket
 }
@@ -34,7 +36,12 @@ func securityFor(proxy *model.Proxy, push *model.PushContext, hasTCP bool, log *
 		return inboundSecurity{}, fmt.Errorf("listener %s: %w", VirtualInbound, err)
 	}
 	sec.rbac = rbac
-	warnings := append(append([]string(nil), sec.peer.Warnings...), rbac.Warnings...)
+	jwt, jwtWarnings, err := authn.JWTFilterFor(push.SecurityPolicies(), proxy.ConfigNamespace(), proxy.Labels())
+	if err != nil {
+		return inboundSecurity{}, fmt.Errorf("listener %s: %w", VirtualInbound, err)
+	}
+	sec.jwt = jwt
+	warnings := append(append(append([]string(nil), sec.peer.Warnings...), jwtWarnings...), rbac.Warnings...)
 	if hasTCP {
 		warnings = append(warnings, rbac.NetworkWarnings...)
 	}
@@ -87,16 +94,22 @@ func (s inboundSecurity) tcpFilters(clusterName string) ([]*listenerv3.Filter, e
 	return append(append([]*listenerv3.Filter(nil), s.rbac.Network...), tp), nil
 }
 
-// withRBAC puts the HTTP RBAC filters first in an http_connection_manager filter.
+// withRBAC puts the jwt_authn filter, then the HTTP RBAC filters, first in
+// an http_connection_manager filter, in Istio's order: the token is
+// validated (and its payload stored for RBAC) before authorization.
 func (s inboundSecurity) withRBAC(f *listenerv3.Filter) (*listenerv3.Filter, error) {
-	if len(s.rbac.HTTP) == 0 {
+	if len(s.rbac.HTTP) == 0 && s.jwt == nil {
 		return f, nil
 	}
 	var hcm hcmv3.HttpConnectionManager
 	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 		return nil, fmt.Errorf("http_connection_manager: %w", err)
 	}
-	hcm.HttpFilters = append(append([]*hcmv3.HttpFilter(nil), s.rbac.HTTP...), hcm.HttpFilters...)
+	var first []*hcmv3.HttpFilter
+	if s.jwt != nil {
+		first = append(first, s.jwt)
+	}
+	hcm.HttpFilters = append(append(first, s.rbac.HTTP...), hcm.HttpFilters...)
 	cfg, err := anypb.New(&hcm)
 	if err != nil {
 		return nil, fmt.Errorf("http_connection_manager %s: %w", hcm.StatPrefix, err)
