@@ -344,7 +344,6 @@ func TestWarnings(t *testing.T) {
 		"ratings": {
 			"DestinationRule default/ratings: trafficPolicy.tunnel: ",
 			"DestinationRule default/ratings: trafficPolicy.loadBalancer.warmupDurationSecs: ",
-			"DestinationRule default/ratings: trafficPolicy.loadBalancer.localityLbSetting.distribute: partial",
 		},
 		"productpage": {
 			"DestinationRule default/productpage: trafficPolicy.outlierDetection.consecutiveErrors: ",

@@ -99,12 +99,6 @@ func unsupported(p *networking.TrafficPolicy) Notes {
 	out.Add(lb.GetWarmup() != nil, "loadBalancer.warmup", Ignored)
 	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", Ignored)
 	out.Add(len(lb.GetConsistentHash().GetHttpCookie().GetAttributes()) > 0, "loadBalancer.consistentHash.httpCookie.attributes", Ignored)
-	loc := lb.GetLocalityLbSetting()
-	out.Add(len(loc.GetDistribute()) > 0, "loadBalancer.localityLbSetting.distribute",
-		"partial: the cluster turns on locality-weighted balancing, the per-locality weights are not yet applied to EDS endpoints")
-	out.Add(len(loc.GetFailover()) > 0, "loadBalancer.localityLbSetting.failover",
-		"partial: locality priorities are not yet applied to EDS endpoints")
-	out.Add(len(loc.GetFailoverPriority()) > 0, "loadBalancer.localityLbSetting.failoverPriority", Ignored)
 	out.Add(p.GetConnectionPool().GetTcp().GetIdleTimeout() != nil, "connectionPool.tcp.idleTimeout", Ignored)
 	od := p.GetOutlierDetection()
 	out.Add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")

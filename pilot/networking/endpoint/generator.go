@@ -19,8 +19,9 @@ import (
 //
 // Each assignment is cached in the push's model.XDSCache by cluster name,
 // the DestinationRule the proxy sees for the service and, when that rule
-// asks for locality load balancing, the proxy's locality (the priorities
-// and weights are relative to it); it is dropped when the service's
+// asks for locality load balancing, the proxy's locality and, with
+// failoverPriority, its values of the listed labels (the priorities and
+// weights are relative to them); it is dropped when the service's
 // endpoints, the service or that rule change.
 type Generator struct{}
 

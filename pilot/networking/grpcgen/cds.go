@@ -104,7 +104,8 @@ func resolveCluster(proxy *model.Proxy, push *model.PushContext, name string) (c
 // buildCluster returns an EDS cluster fetching endpoints of the same name
 // over ADS, with what grpc-go supports of the effective traffic policy:
 // LEAST_REQUEST, consistentHash as RING_HASH (else ROUND_ROBIN), the
-// circuit breaker max_requests (http2MaxRequests) and outlier detection.
+// circuit breaker max_requests (http2MaxRequests) and outlier detection
+// (localityLbSetting shapes the cluster's EDS, see loadAssignmentFor).
 func buildCluster(name string, ct clusterTarget) *clusterv3.Cluster {
 	policy := cluster.EffectivePolicyFor(ct.rule, ct.subset, ct.port.Port)
 	c := &clusterv3.Cluster{
@@ -161,7 +162,6 @@ func grpcUnsupported(p *networking.TrafficPolicy) cluster.Notes {
 	out.Add(ch.GetHttpCookie() != nil, "loadBalancer.consistentHash.httpCookie", "gRPC hashes on headers only, ignored")
 	out.Add(ch.GetUseSourceIp(), "loadBalancer.consistentHash.useSourceIp", "gRPC hashes on headers only, ignored")
 	out.Add(ch.GetHttpQueryParameterName() != "", "loadBalancer.consistentHash.httpQueryParameterName", "gRPC hashes on headers only, ignored")
-	out.Add(lb.GetLocalityLbSetting() != nil, "loadBalancer.localityLbSetting", cluster.Ignored)
 	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", cluster.Ignored)
 	out.Add(lb.GetWarmupDurationSecs() != nil || lb.GetWarmup() != nil, "loadBalancer.warmup", cluster.Ignored)
 	cp := p.GetConnectionPool()

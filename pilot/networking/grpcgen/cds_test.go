@@ -91,7 +91,7 @@ func TestPolicyWarnings(t *testing.T) {
 		},
 		"ratings": {
 			"trafficPolicy.tunnel:", "trafficPolicy.loadBalancer.consistentHash.maglev:",
-			"trafficPolicy.loadBalancer.consistentHash.httpCookie:", "trafficPolicy.loadBalancer.localityLbSetting:",
+			"trafficPolicy.loadBalancer.consistentHash.httpCookie:",
 			"trafficPolicy.loadBalancer.warmup:", "trafficPolicy.connectionPool.http.useClientProtocol:",
 		},
 		"details": {"trafficPolicy.tls:", "trafficPolicy.loadBalancer.consistentHash.useSourceIp:"},

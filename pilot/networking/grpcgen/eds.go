@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
 
 // EndpointGenerator builds a ClusterLoadAssignment per outbound cluster.
@@ -29,21 +30,48 @@ func (EndpointGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w
 			continue
 		}
 		if ct, ok := resolveCluster(proxy, push, n); ok {
-			out[n] = buildLoadAssignment(n, ct, push.Endpoints)
+			out[n] = loadAssignmentFor(proxy, push, n, ct)
 		}
 	}
 	return marshalAll(model.EndpointType, out)
 }
 
+// loadAssignmentFor is the assignment of cluster name for proxy: its
+// endpoints (see buildLoadAssignment) shaped by the DestinationRule's
+// locality load balancing for the proxy's locality and labels as for
+// sidecars (see cluster.LocalityLB.Apply), in a form grpc-go accepts:
+// priorities run from 0 without gaps (Apply renumbers them), every locality
+// keeps a non-zero weight, and localities a distribute rule empties are
+// left out (grpc-go would keep them as localities without endpoints).
+// Proxyless assignments are not cached: each is built for its proxy.
+func loadAssignmentFor(proxy *model.Proxy, push *model.PushContext, name string, ct clusterTarget) *endpointv3.ClusterLoadAssignment {
+	cla, labels := buildLoadAssignment(name, ct, push.Endpoints)
+	lb := cluster.LocalityLBFor(push.Mesh.GetLocalityLbSetting(), ct.rule, ct.subset, ct.port.Port)
+	if lb == nil {
+		return cla
+	}
+	lb.Apply(cla, proxy.Locality, proxy.Labels(), labels)
+	kept := cla.Endpoints[:0]
+	for _, group := range cla.Endpoints {
+		if len(group.GetLbEndpoints()) > 0 {
+			kept = append(kept, group)
+		}
+	}
+	cla.Endpoints = kept
+	return cla
+}
+
 // buildLoadAssignment groups the cluster's endpoints by locality. Every
 // locality gets a weight (the sum of its endpoints' weights) because grpc-go
 // ignores localities without one. Duplicate addresses are dropped: grpc-go
-// rejects an assignment that lists an address twice.
-func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointIndex) *endpointv3.ClusterLoadAssignment {
-	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+// rejects an assignment that lists an address twice. labels[g][i] are the
+// registry labels of cla.Endpoints[g].LbEndpoints[i].
+func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointIndex) (cla *endpointv3.ClusterLoadAssignment, labels [][]map[string]string) {
+	cla = &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	if index == nil {
-		return cla
+		return cla, nil
 	}
+	groupOf := map[string]int{}
 	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
 	weights := map[string]uint32{}
 	seen := map[string]bool{}
@@ -60,8 +88,12 @@ func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointInd
 		if loc == nil {
 			loc = &endpointv3.LocalityLbEndpoints{Locality: parseLocality(e.Locality)}
 			byLocality[e.Locality] = loc
+			groupOf[e.Locality] = len(cla.Endpoints)
 			cla.Endpoints = append(cla.Endpoints, loc)
+			labels = append(labels, nil)
 		}
+		g := groupOf[e.Locality]
+		labels[g] = append(labels[g], e.Labels)
 		weight := e.Weight
 		if weight == 0 {
 			weight = 1
@@ -82,7 +114,7 @@ func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointInd
 	for key, loc := range byLocality {
 		loc.LoadBalancingWeight = wrapperspb.UInt32(weights[key])
 	}
-	return cla
+	return cla, labels
 }
 
 // parseLocality splits "region/zone/subzone"; grpc-go needs a locality
