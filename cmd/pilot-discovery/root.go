@@ -108,7 +108,8 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 	bools := []struct {
 		name string
 		dst  *bool
-	}{{"PILOT_ENABLE_EDS_DEBOUNCE", &opts.EnableEDSDebounce}, {"XDS_AUTH", &opts.CA.XDSAuth}}
+	}{{"PILOT_ENABLE_EDS_DEBOUNCE", &opts.EnableEDSDebounce}, {"XDS_AUTH", &opts.CA.XDSAuth},
+		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)

@@ -47,12 +47,16 @@ func TestApplyEnv(t *testing.T) {
 	env := map[string]string{
 		"PILOT_DEBOUNCE_AFTER": "50ms", "PILOT_DEBOUNCE_MAX": "2s",
 		"PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7",
+		"PILOT_ENABLE_GATEWAY_CREDENTIALS": "false",
 	}
 	opts := bootstrap.DefaultOptions()
+	if !opts.GatewayCredentials {
+		t.Fatal("gateway credentials off by default, want on as in istiod")
+	}
 	if err := applyEnv(&opts, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 {
+	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials {
 		t.Fatalf("env not applied: %+v", opts)
 	}
 	env["PILOT_DEBOUNCE_AFTER"] = "soon"

@@ -23,8 +23,9 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 
 	changedConfigs := s.store.Replace(snap.Configs)
 	kubeChanges := s.kubeReg.Replace(snap.Kube)
+	s.seReg.SetPods(s.podSource(snap.Kube))
 	var seChanges model.RegistryChanges
-	if touchesServiceEntries(changedConfigs) {
+	if touchesServiceEntries(changedConfigs) || s.seReg.SelectsPods() {
 		seChanges = s.seReg.Recompute()
 	}
 	req := pushRequestFor(changedConfigs, kubeChanges, seChanges)

@@ -1,6 +1,8 @@
 package bootstrap
 
 import (
+	"log/slog"
+
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/endpoint"
@@ -14,17 +16,16 @@ import (
 
 // generatorTable is the one place that says which generator serves which
 // type for which kind of client. Routers (gateways) get their listeners and
-// routes from the gateway package, and credentialName secrets over SDS.
-func generatorTable() xds.GeneratorTable {
+// routes from the gateway package, and credentialName secrets over SDS from
+// secrets (nil: none served).
+func generatorTable(secrets secret.SecretLister, log *slog.Logger) xds.GeneratorTable {
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
 			model.ClusterType:  cluster.Generator{},
 			model.EndpointType: endpoint.Generator{},
 			model.ListenerType: gateway.ByNodeType{Sidecar: listener.Generator{}, Router: gateway.ListenerGenerator{}},
 			model.RouteType:    gateway.ByNodeType{Sidecar: route.Generator{}, Router: gateway.RouteGenerator{}},
-			// TODO(lead): pass a secret.NewKubeSecrets lister in Kubernetes
-			// mode; without one no credential is served.
-			model.SecretType: secret.Generator{},
+			model.SecretType:   secret.Generator{Secrets: secrets, Logger: log.With("generator", "sds")},
 		},
 		GRPC: grpcgen.Generators(),
 	}

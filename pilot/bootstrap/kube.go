@@ -17,6 +17,7 @@ import (
 	configkube "github.com/meshpilot/meshpilot/pilot/config/kube"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 	"github.com/meshpilot/meshpilot/pilot/leaderelection"
+	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	kubereg "github.com/meshpilot/meshpilot/serviceregistry/kube"
 )
 
@@ -31,6 +32,8 @@ type kubeSources struct {
 	mesh     *configkube.MeshWatcher // nil when the mesh comes from a file
 	store    *memory.Store
 	elector  *leaderelection.Elector
+	// secrets serve Gateway credentialNames; nil when turned off.
+	secrets *secret.KubeSecrets
 	// server receives the changes; set by bind before Start.
 	server *Server
 }
@@ -84,7 +87,7 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 	k := &kubeSources{client: client, filter: kubereg.NewNamespaceFilter(), store: memory.New()}
 	k.registry, err = kubereg.NewController(kubereg.ControllerOptions{
 		Client: client, Domain: opts.Domain, Endpoints: endpoints, Filter: k.filter,
-		OnChange: k.onRegistryChange, Log: log.With("registry", "kube"),
+		OnChange: k.onRegistryChange, OnPodsChanged: k.onPodsChanged, Log: log.With("registry", "kube"),
 	})
 	if err != nil {
 		return nil, err
@@ -104,6 +107,9 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 		if err != nil {
 			return nil, err
 		}
+	}
+	if err := k.newCredentials(client, opts, log); err != nil {
+		return nil, err
 	}
 	k.elector, err = leaderelection.New(leaderelection.Options{
 		Client: client, Namespace: opts.Namespace, Log: log.With("component", "leader-election"),
@@ -132,6 +138,9 @@ func (k *kubeSources) start(ctx context.Context) error {
 	s.goServe("kube-config", func() error { return k.configs.Run(ctx) })
 	s.log.Info("waiting for Kubernetes caches to sync")
 	if err := k.registry.WaitReady(ctx); err != nil {
+		return err
+	}
+	if err := k.startCredentials(ctx); err != nil {
 		return err
 	}
 	return k.configs.WaitReady(ctx)

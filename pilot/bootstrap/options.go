@@ -47,7 +47,12 @@ type Options struct {
 	DebounceAfter, DebounceMax time.Duration
 	EnableEDSDebounce          bool
 	PushThrottle               int
-	Log                        *slog.Logger
+	// GatewayCredentials (PILOT_ENABLE_GATEWAY_CREDENTIALS, default true)
+	// watches Secrets of every namespace in Kubernetes mode to serve
+	// Gateway credentialNames over SDS; the chart's ClusterRole grants
+	// secrets get/list/watch only with it (gateways.credentials.enabled).
+	GatewayCredentials bool
+	Log                *slog.Logger
 }
 
 // DefaultOptions are Istio's defaults.
@@ -66,6 +71,8 @@ func DefaultOptions() Options {
 		DebounceMax:       10 * time.Second,
 		EnableEDSDebounce: true,
 		PushThrottle:      100,
+		// As istiod, which reads ingress credentials from every namespace.
+		GatewayCredentials: true,
 	}
 }
 

@@ -80,6 +80,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	kubeReg := kube.NewRegistryForShard(opts.Domain, sources.fileShard, endpoints, log.With("registry", "kube"))
 	seReg := serviceentry.NewRegistry(opts.Domain, sources.configStore, endpoints, log.With("registry", "serviceentry"))
+	if sources.kube != nil {
+		seReg.SetPods(sources.kube.registry) // with files too, apply adds theirs
+	}
 	env := &model.Environment{
 		// Kubernetes services win over ServiceEntries of the same hostname, as in Istio.
 		ServiceDiscovery: aggregate.New(sources.registries(kubeReg, seReg)...),
@@ -90,7 +93,7 @@ func NewServer(opts Options) (*Server, error) {
 		DomainSuffix:     opts.Domain,
 	}
 	var s *Server
-	ds := xds.NewDiscoveryServer(env, generatorTable(), xds.Options{
+	ds := xds.NewDiscoveryServer(env, generatorTable(sources.secretLister(), log), xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		Log:               log.With("component", "xds"),
 		Metrics:           metrics,

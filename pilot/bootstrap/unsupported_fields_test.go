@@ -24,7 +24,9 @@ spec:
   hosts:
   - mongo
   tcp:
-  - route:
+  - match:
+    - sourceSubnet: 10.0.0.0/8
+    route:
     - destination:
         host: mongo
 `
@@ -40,7 +42,7 @@ spec:
 		v, ok := bootstraptest.Metric(t, srv, `meshpilot_config_unsupported_fields{source="file"}`)
 		return ok && v == 1
 	})
-	for _, want := range []string{`"msg":"config field not applied"`, `"kind":"VirtualService"`, `"name":"mongo"`, `"field":"spec.tcp"`, `"origin":"mongo.yaml#0"`} {
+	for _, want := range []string{`"msg":"config field not applied"`, `"kind":"VirtualService"`, `"name":"mongo"`, `"field":"spec.tcp[0].match[0].sourceSubnet"`, `"origin":"mongo.yaml#0"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %s:\n%s", want, logs.String())
 		}

@@ -38,6 +38,12 @@ type ControllerOptions struct {
 	// OnChange is told, from the controller's goroutine, what each batch of
 	// events changed. Endpoint-only changes come as KindEndpoints keys.
 	OnChange func(model.RegistryChanges)
+	// OnPodsChanged, when set, is called from the controller's goroutine
+	// after a batch of events that changed what a Pod contributes as a
+	// workload (added, removed, labels, IP, readiness, service account,
+	// node), a node's labels, or the selected namespaces: consumers that
+	// select Pods themselves (ServiceEntry workloadSelector) recompute then.
+	OnPodsChanged func()
 	// Log receives the controller's messages.
 	Log *slog.Logger
 }
@@ -61,8 +67,10 @@ type Controller struct {
 	mu    sync.Mutex
 	dirty map[nsName]struct{}
 	all   bool
-	wake  chan struct{}
-	ready chan struct{}
+	// podsDirty is set when Pods changed since the last process (OnPodsChanged).
+	podsDirty bool
+	wake      chan struct{}
+	ready     chan struct{}
 }
 
 var _ model.ServiceDiscovery = (*Controller)(nil)
@@ -211,6 +219,7 @@ func (c *Controller) mark(keys ...nsName) {
 func (c *Controller) markAll() {
 	c.mu.Lock()
 	c.all = true
+	c.podsDirty = true
 	c.mu.Unlock()
 	c.signal()
 }
@@ -225,19 +234,28 @@ func (c *Controller) signal() {
 // process recomputes the marked services and reports what changed.
 func (c *Controller) process() {
 	c.mu.Lock()
-	dirty, all := c.dirty, c.all
-	c.dirty, c.all = map[nsName]struct{}{}, false
+	dirty, all, pods := c.dirty, c.all, c.podsDirty
+	c.dirty, c.all, c.podsDirty = map[nsName]struct{}{}, false, false
 	c.mu.Unlock()
 	if all {
 		dirty = c.allKeys()
 	}
-	if len(dirty) == 0 {
-		return
+	if len(dirty) > 0 {
+		if changes := c.reg.Apply(c.states(dirty)); !changes.Empty() {
+			c.opts.OnChange(changes)
+		}
 	}
-	changes := c.reg.Apply(c.states(dirty))
-	if !changes.Empty() {
-		c.opts.OnChange(changes)
+	if pods && c.opts.OnPodsChanged != nil {
+		c.opts.OnPodsChanged()
 	}
+}
+
+// markPods records that Pods changed, for OnPodsChanged.
+func (c *Controller) markPods() {
+	c.mu.Lock()
+	c.podsDirty = true
+	c.mu.Unlock()
+	c.signal()
 }
 
 // allKeys is every service in the cache and every service in the registry.

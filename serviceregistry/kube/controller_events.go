@@ -38,6 +38,11 @@ func (c *Controller) onSlice(old, cur any) {
 // onPod marks the services whose selector picks the pod before or after
 // the change (labels, readiness, IP, service account all feed endpoints).
 func (c *Controller) onPod(old, cur any) {
+	o, _ := old.(*corev1.Pod)
+	n, _ := cur.(*corev1.Pod)
+	if (o != nil || n != nil) && podChangeMatters(o, n) {
+		c.markPods()
+	}
 	var keys []nsName
 	for _, o := range []any{old, cur} {
 		p, ok := o.(*corev1.Pod)

@@ -287,21 +287,27 @@ func (x *Index) endpoint(svc *corev1.Service, addr string, p portMatch, ready bo
 	return ep
 }
 
-// locality returns "region/zone/subzone" (trailing empty levels dropped):
-// the pod's istio-locality label when set, else its node's topology labels.
+// locality returns the locality of an endpoint of pod on node (see
+// PodLocality); pod may be nil.
 func (x *Index) locality(pod *corev1.Pod, node string) string {
+	return PodLocality(pod, x.nodes[node])
+}
+
+// PodLocality returns "region/zone/subzone" (trailing empty levels dropped)
+// for a workload: pod's istio-locality label when set, else the topology
+// labels of node (which may be nil, as may pod).
+func PodLocality(pod *corev1.Pod, node *corev1.Node) string {
 	if pod != nil {
 		if l := pod.Labels[LabelIstioLocality]; l != "" {
 			return strings.TrimRight(strings.ReplaceAll(l, ".", "/"), "/")
 		}
 	}
-	n := x.nodes[node]
-	if n == nil {
+	if node == nil {
 		return ""
 	}
-	region := firstLabel(n.Labels, LabelTopologyRegion, labelRegionDeprecated)
-	zone := firstLabel(n.Labels, LabelTopologyZone, labelZoneDeprecated)
-	subzone := n.Labels[LabelTopologySubzone]
+	region := firstLabel(node.Labels, LabelTopologyRegion, labelRegionDeprecated)
+	zone := firstLabel(node.Labels, LabelTopologyZone, labelZoneDeprecated)
+	subzone := node.Labels[LabelTopologySubzone]
 	return strings.TrimRight(region+"/"+zone+"/"+subzone, "/")
 }
 

@@ -1,5 +1,6 @@
-// Package serviceentry turns Istio ServiceEntry and WorkloadEntry configs
-// into model services and endpoints.
+// Package serviceentry turns Istio ServiceEntry and WorkloadEntry configs,
+// and the Kubernetes Pods ServiceEntry workloadSelectors pick, into model
+// services and endpoints.
 package serviceentry
 
 import (

@@ -14,7 +14,8 @@ import (
 const ShardServiceEntry = "ServiceEntry"
 
 // Registry serves the services and endpoints that the ServiceEntries and
-// WorkloadEntries of a config store declare. Recompute re-reads the store;
+// WorkloadEntries of a config store declare, with the Pods (SetPods) that
+// workloadSelectors pick. Recompute re-reads the store and the Pods;
 // Services returns an immutable snapshot. It is safe for concurrent use.
 type Registry struct {
 	domain    string
@@ -26,6 +27,11 @@ type Registry struct {
 	// set's snapshots.
 	recomputeMu sync.Mutex
 	set         model.ServiceSet
+	// pods answers workloadSelector lookups of Pods (nil: none); selects
+	// says the last Recompute saw a ServiceEntry with a workloadSelector.
+	// Both are guarded by recomputeMu.
+	pods    PodSource
+	selects bool
 }
 
 // NewRegistry returns a registry over store that writes endpoints into
@@ -34,10 +40,28 @@ func NewRegistry(domain string, store model.ConfigStore, endpoints *model.Endpoi
 	return &Registry{domain: domain, store: store, endpoints: endpoints, log: log}
 }
 
-// Recompute re-reads every ServiceEntry and WorkloadEntry, updates the
-// endpoint index, and reports which services changed and which changed only
-// their endpoints. When several ServiceEntries declare one host, the oldest
-// defines the service and the endpoints of all of them are merged.
+// SetPods makes src the source of the Pods that workloadSelectors select
+// (nil: none), from the next Recompute on. Call Recompute after a change of
+// the Pods when SelectsPods says it can matter.
+func (r *Registry) SetPods(src PodSource) {
+	r.recomputeMu.Lock()
+	defer r.recomputeMu.Unlock()
+	r.pods = src
+}
+
+// SelectsPods reports whether the last Recompute saw a ServiceEntry with a
+// workloadSelector, so that a change of Pods can change its endpoints.
+func (r *Registry) SelectsPods() bool {
+	r.recomputeMu.Lock()
+	defer r.recomputeMu.Unlock()
+	return r.selects
+}
+
+// Recompute re-reads every ServiceEntry and WorkloadEntry, and the Pods
+// workloadSelectors pick, updates the endpoint index, and reports which
+// services changed and which changed only their endpoints. When several
+// ServiceEntries declare one host, the oldest defines the service and the
+// endpoints of all of them are merged.
 func (r *Registry) Recompute() model.RegistryChanges {
 	r.recomputeMu.Lock()
 	defer r.recomputeMu.Unlock()
@@ -53,11 +77,18 @@ func (r *Registry) Recompute() model.RegistryChanges {
 	next := map[string]*model.Service{}
 	eps := map[string][]*model.Endpoint{}
 	seen := map[string]map[string]bool{} // host → endpoint keys already merged
+	r.selects = false
 	for i := range entries {
 		cfg := &entries[i]
-		if _, ok := cfg.Spec.(*networking.ServiceEntry); !ok {
+		se, ok := cfg.Spec.(*networking.ServiceEntry)
+		if !ok {
 			r.log.Warn("config is not a ServiceEntry, ignored", "config", cfg.Key().String(), "source", cfg.Source)
 			continue
+		}
+		var podEps []*model.Endpoint
+		if se.GetWorkloadSelector() != nil {
+			r.selects = true
+			podEps = PodEndpoints(cfg, r.pods)
 		}
 		for _, svc := range Convert(cfg, r.domain) {
 			if prev, dup := next[svc.Hostname]; !dup {
@@ -70,7 +101,7 @@ func (r *Registry) Recompute() model.RegistryChanges {
 				r.log.Debug("host declared by several ServiceEntries; merging endpoints", "hostname", svc.Hostname,
 					"serviceEntry", cfg.Namespace+"/"+cfg.Name, "definedBy", prev.Namespace+"/"+prev.Name)
 			}
-			for _, e := range Endpoints(cfg, svc, workloads) {
+			for _, e := range append(Endpoints(cfg, svc, workloads), podEps...) {
 				if k := e.Key(); !seen[svc.Hostname][k] {
 					seen[svc.Hostname][k] = true
 					eps[svc.Hostname] = append(eps[svc.Hostname], e)

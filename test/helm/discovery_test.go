@@ -115,13 +115,15 @@ func freeLoopbackAddr(t *testing.T) string {
 }
 
 // runDiscoveryAsServiceAccount runs pilot-discovery in Kubernetes mode with
-// the chart's ServiceAccount token and mesh config until it is ready, then
-// asserts nothing it did was forbidden.
-func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
+// the chart (rendered with sets) ServiceAccount token, mesh config,
+// arguments and environment until it is ready, then (unless syncOnly)
+// checks it serves what it watches and its CA works, and asserts nothing it
+// did was forbidden. It returns the process's logs.
+func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env, syncOnly bool, sets ...string) string {
 	bin := buildDiscovery(t)
 	dir := t.TempDir()
 
-	objs := render(t)
+	objs := render(t, sets...)
 	meshFile := filepath.Join(dir, "mesh")
 	cm := only[*corev1.ConfigMap](t, objs)
 	if err := os.WriteFile(meshFile, []byte(cm.Data["mesh"]), 0o600); err != nil {
@@ -147,6 +149,12 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
 	cmd := exec.Command(bin, args...)
 	// As the Deployment's downward API sets them.
 	cmd.Env = []string{"POD_NAME=istiod-helm-test", "POD_NAMESPACE=" + releaseNS, "HOME=" + dir, "PATH=/usr/bin:/bin"}
+	// And the Deployment's literal variables (PILOT_ENABLE_GATEWAY_CREDENTIALS).
+	for _, e := range only[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom == nil {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
 	cmd.Dir = dir
 	logs := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -178,6 +186,13 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
 	if err := waitBody(ctx, "http://"+httpAddr+"/ready", nil, exited, logs); err != nil {
 		stop()
 		t.Fatalf("pilot-discovery never became ready as ServiceAccount %s/istiod: %v (exit: %v)", releaseNS, err, waitErr)
+	}
+	if syncOnly {
+		stop()
+		if denied := forbiddenLines(logs.String()); denied != "" {
+			t.Errorf("pilot-discovery hit RBAC denials with the chart's ServiceAccount:\n%s", denied)
+		}
+		return logs.String()
 	}
 	// Objects created after the initial list reach it through the watches.
 	createWatchedObjects(ctx, t, env)
@@ -215,6 +230,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env) {
 	if denied := forbiddenLines(logs.String()); denied != "" {
 		t.Errorf("pilot-discovery hit RBAC denials with the chart's ServiceAccount:\n%s", denied)
 	}
+	return logs.String()
 }
 
 // forbiddenLines returns the log lines reporting an authorization denial.

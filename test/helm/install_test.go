@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,7 +84,16 @@ func TestInstall(t *testing.T) {
 	})
 
 	t.Run("pilot-discovery syncs as the ServiceAccount", func(t *testing.T) {
-		runDiscoveryAsServiceAccount(t, env)
+		logs := runDiscoveryAsServiceAccount(t, env, false)
+		// Gateway credentials (the default): the Secret informer listed
+		// every namespace without a denial.
+		if !strings.Contains(logs, secretsWatchedLog) {
+			t.Errorf("pilot-discovery did not start the Secret informer (no %q in its logs)", secretsWatchedLog)
+		}
+	})
+
+	t.Run("gateway credentials off", func(t *testing.T) {
+		checkCredentialsOff(ctx, t, env, saClient)
 	})
 
 	t.Run("upgrade and uninstall", func(t *testing.T) {

@@ -53,14 +53,20 @@ var (
 		{"coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}},
 		{"", []string{"secrets"}, []string{"get", "create", "update"}},
 	}
+	// credentialAccess is granted cluster-wide only with
+	// gateways.credentials.enabled (the default): the Secret informer
+	// behind Gateway credentialNames, as istiod's ClusterRole.
+	credentialAccess = []grant{
+		{"", []string{"secrets"}, []string{"get", "list", "watch"}},
+	}
 )
 
 // deniedAccess are rights the chart must not give (probes for least
 // privilege against a real authorizer).
 var deniedAccess = []access{
-	{"", "secrets", "list", ""},
-	{"", "secrets", "get", "default"},
-	{"", "secrets", "list", releaseNS},
+	{"", "secrets", "create", "default"},
+	{"", "secrets", "update", "default"},
+	{"", "secrets", "delete", releaseNS},
 	{"coordination.k8s.io", "leases", "get", "default"},
 	{"", "configmaps", "delete", "default"},
 	{"", "pods", "create", "default"},
@@ -91,10 +97,27 @@ func watchedIstioKinds() []access {
 	return sortedAccess(out)
 }
 
-// wantAccess expands the expected grants; namespace-local ones land in ns.
-func wantAccess(ns string) []access {
+// credentialsOffDenied are denied with gateways.credentials.enabled=false:
+// no Secret is readable outside the release namespace, and none is listable.
+var credentialsOffDenied = []access{
+	{"", "secrets", "list", ""},
+	{"", "secrets", "get", "default"},
+	{"", "secrets", "watch", "default"},
+	{"", "secrets", "list", releaseNS},
+}
+
+// wantAccess expands the expected grants with the default values;
+// namespace-local ones land in ns.
+func wantAccess(ns string) []access { return wantAccessFor(ns, true) }
+
+// wantAccessFor expands the expected grants for gateways.credentials.enabled
+// = credentials.
+func wantAccessFor(ns string, credentials bool) []access {
 	var out []access
 	out = appendGrants(out, clusterAccess, "")
+	if credentials {
+		out = appendGrants(out, credentialAccess, "")
+	}
 	for _, k := range watchedIstioKinds() {
 		for _, v := range istioKindVerbs {
 			out = append(out, access{k.Group, k.Resource, v, ""})

@@ -15,6 +15,7 @@ spec:
   tcp:
   - match:
     - port: 27017
+      sourceSubnet: 10.0.0.0/8
     route:
     - destination:
         host: mongo
@@ -49,7 +50,7 @@ func TestLoaderWarnsUnsupportedFieldOncePerVersion(t *testing.T) {
 		t.Fatalf("got %d unsupported-field warnings, want 1: %v", len(ws), ws)
 	}
 	want := map[string]string{"kind": "VirtualService", "namespace": "default", "name": "mongo",
-		"field": "spec.tcp", "support": "partial", "origin": "mongo.yaml#0"}
+		"field": "spec.tcp[0].match[0].sourceSubnet", "support": "not supported", "origin": "mongo.yaml#0"}
 	for k, v := range want {
 		if ws[0][k] != v {
 			t.Errorf("warning %s = %q, want %q (%v)", k, ws[0][k], v, ws[0])

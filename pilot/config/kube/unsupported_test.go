@@ -74,12 +74,13 @@ func TestControllerWarnsUnsupportedFields(t *testing.T) {
 	}
 	vs := &networkingv1.VirtualService{ObjectMeta: metav1.ObjectMeta{Name: "mongo", Namespace: ns},
 		Spec: networking.VirtualService{Hosts: []string{"mongo"},
-			Tcp: []*networking.TCPRoute{{Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: "mongo"}}}}}}}
+			Tcp: []*networking.TCPRoute{{Match: []*networking.L4MatchAttributes{{SourceSubnet: "10.0.0.0/8"}},
+				Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: "mongo"}}}}}}}
 	created, err := ic.NetworkingV1().VirtualServices(ns).Create(ctx, vs, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const line = `msg="config field not applied" kind=VirtualService namespace=unsupported name=mongo field=spec.tcp`
+	const line = `msg="config field not applied" kind=VirtualService namespace=unsupported name=mongo field=spec.tcp[0].match[0].sourceSubnet`
 	testutil.Eventually(t, 10*time.Second, "warning for spec.tcp and gauge 1", func() bool {
 		return strings.Contains(logs.String(), line) && gauge.get() == 1
 	})

@@ -84,9 +84,7 @@ func TestVirtualServiceWarnings(t *testing.T) {
 	want := []string{
 		"VirtualService default/reviews: spec.http[1].retries.retryRemoteLocalities: not supported, ignored",
 		"VirtualService default/reviews: spec.http[1].fault.delay.exponentialDelay: not supported, ignored",
-		"VirtualService default/reviews: spec.tcp: partially supported: sidecar outbound TCP listeners only (match port, " +
-			"sourceLabels, sourceNamespace, gateways mesh; destinationSubnets as filter-chain prefix ranges; weighted destinations); " +
-			"gateways do not read tcp routes",
+		// spec.tcp is supported (sidecars and gateways): no warning.
 	}
 	slices.Sort(got)
 	slices.Sort(want)
@@ -106,7 +104,6 @@ func TestDestinationRuleEveryUnsupportedField(t *testing.T) {
 			WarmupDurationSecs: durationpb.New(1),
 			Warmup:             &networking.WarmupConfiguration{Duration: durationpb.New(1)},
 			ZoneAwareLbSetting: &networking.ZoneAwareLoadBalancerSetting{},
-			LocalityLbSetting:  &networking.LocalityLoadBalancerSetting{FailoverPriority: []string{"topology.kubernetes.io/region"}},
 		},
 		ConnectionPool:   &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 5, IdleTimeout: durationpb.New(1)}},
 		OutlierDetection: &networking.OutlierDetection{ConsecutiveErrors: 5, OutlierDetectionHttpErrorCodes: []uint32{500}},
@@ -122,7 +119,7 @@ func TestDestinationRuleEveryUnsupportedField(t *testing.T) {
 	got := support.Check("DestinationRule", "default", "reviews", dr)
 	var want []string
 	for _, f := range []string{
-		"trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes", "trafficPolicy.loadBalancer.localityLbSetting.failoverPriority",
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes",
 		"trafficPolicy.loadBalancer.warmupDurationSecs", "trafficPolicy.loadBalancer.zoneAwareLbSetting", "trafficPolicy.loadBalancer.warmup",
 		"trafficPolicy.connectionPool.tcp.idleTimeout", "trafficPolicy.outlierDetection.consecutiveErrors",
 		"trafficPolicy.outlierDetection.outlierDetectionHttpErrorCodes", "trafficPolicy.tls.caCrl",
@@ -168,10 +165,15 @@ func TestSecurityKinds(t *testing.T) {
 	if got := support.Check("PeerAuthentication", "istio-system", "default", pa); got != nil {
 		t.Errorf("PeerAuthentication STRICT: got %q", got)
 	}
-	ra := &security.RequestAuthentication{JwtRules: []*security.JWTRule{{Issuer: "https://issuer.example"}}}
+	ra := &security.RequestAuthentication{JwtRules: []*security.JWTRule{{Issuer: "https://issuer.example", Jwks: `{"keys":[]}`,
+		FromHeaders: []*security.JWTHeader{{Name: "x-jwt"}}, Audiences: []string{"a"}}}}
+	if got := support.Check("RequestAuthentication", "ns", "jwt", ra); got != nil {
+		t.Errorf("RequestAuthentication with inline jwks: got %q", got)
+	}
+	ra.JwtRules[0].JwksUri = "https://issuer.example/jwks.json"
 	got := support.Check("RequestAuthentication", "ns", "jwt", ra)
-	if len(got) != 1 || got[0] != "RequestAuthentication ns/jwt: spec.jwtRules: not supported, ignored (no jwt_authn filter is generated)" {
-		t.Errorf("RequestAuthentication: got %q", got)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "RequestAuthentication ns/jwt: spec.jwtRules[0].jwksUri: partially supported: fetched by Envoy") {
+		t.Errorf("RequestAuthentication with jwksUri: got %q", got)
 	}
 	if got := support.Check("Unknown", "a", "b", pa); got != nil {
 		t.Errorf("unknown kind: got %q", got)

@@ -3,14 +3,10 @@ package support
 import (
 	"cmp"
 	"slices"
-
-	"google.golang.org/protobuf/proto"
-	security "istio.io/api/security/v1beta1"
 )
 
 // Notes shared by several entries.
 const (
-	noJWT    = "no jwt_authn filter is generated"
 	noTarget = "Gateway API policy attachment is not supported; use selector"
 	grpcOnly = "proxyless gRPC: ignored, warned by the gRPC generator"
 )
@@ -32,7 +28,7 @@ func buildTable() map[string][]Field {
 		"Gateway":               gateway(),
 		"PeerAuthentication":    peerAuthentication(),
 		"AuthorizationPolicy":   authorizationPolicy(),
-		"RequestAuthentication": allUnsupported(&security.RequestAuthentication{}, noJWT),
+		"RequestAuthentication": requestAuthentication(),
 	}
 	for _, fields := range t {
 		slices.SortFunc(fields, func(a, b Field) int { return cmp.Compare(a.Path, b.Path) })
@@ -68,7 +64,7 @@ func virtualService() []Field {
 		{"spec.http[].corsPolicy", Supported, grpcOnly},
 		{"spec.http[].headers", Supported, "pseudo-headers other than request.set[host] are warned; " + grpcOnly},
 		{"spec.tls", Partial, "served only by Gateways with PASSTHROUGH servers (sniHosts, port, gateways); sidecars do not read tls routes"},
-		{"spec.tcp", Partial, "sidecar outbound TCP listeners only (match port, sourceLabels, sourceNamespace, gateways mesh; destinationSubnets as filter-chain prefix ranges; weighted destinations); gateways do not read tcp routes"},
+		{"spec.tcp", Supported, "sidecar outbound TCP listeners (match port, sourceLabels, sourceNamespace, gateways mesh; destinationSubnets as filter-chain prefix ranges; weighted destinations) and Gateway TCP and terminated-TLS servers (first applying route: port, gateways, sourceLabels of the router)"},
 		{"spec.tcp[].match[].sourceSubnet", Unsupported, "deprecated"},
 	}
 }
@@ -83,9 +79,9 @@ func trafficPolicy(prefix string, portLevel bool) []Field {
 		{prefix + ".loadBalancer.warmup", Unsupported, ""},
 		{prefix + ".loadBalancer.zoneAwareLbSetting", Unsupported, ""},
 		{prefix + ".loadBalancer.consistentHash.httpCookie.attributes", Unsupported, ""},
-		{prefix + ".loadBalancer.localityLbSetting.distribute", Partial, "sidecars: weights applied per proxy locality in EDS; proxyless gRPC: not applied"},
-		{prefix + ".loadBalancer.localityLbSetting.failover", Partial, "sidecars: priorities applied per proxy locality in EDS (with outlierDetection, as Istio); proxyless gRPC: not applied"},
-		{prefix + ".loadBalancer.localityLbSetting.failoverPriority", Unsupported, ""},
+		{prefix + ".loadBalancer.localityLbSetting.distribute", Supported, "weights applied per proxy locality in EDS, for sidecars and proxyless gRPC"},
+		{prefix + ".loadBalancer.localityLbSetting.failover", Supported, "priorities applied per proxy locality in EDS (with outlierDetection, as Istio), for sidecars and proxyless gRPC"},
+		{prefix + ".loadBalancer.localityLbSetting.failoverPriority", Partial, "priorities applied per proxy labels in EDS (with outlierDetection, as Istio), for sidecars and proxyless gRPC; region, zone and subzone fall back to the locality, but topology.istio.io/network and topology.istio.io/cluster are compared as plain workload labels (ISTIO_META_NETWORK, meshNetworks and the cluster ID are not used)"},
 		{prefix + ".connectionPool", Supported, "proxyless gRPC: tcp settings ignored"},
 		{prefix + ".connectionPool.tcp.idleTimeout", Unsupported, ""},
 		{prefix + ".outlierDetection", Supported, ""},
@@ -131,7 +127,7 @@ func serviceEntry() []Field {
 		{"spec.resolution", Supported, "NONE, STATIC, DNS, DNS_ROUND_ROBIN; DYNAMIC_DNS is read as DNS"},
 		{"spec.endpoints", Supported, "address, ports, labels, locality, weight, serviceAccount"},
 		{"spec.endpoints[].network", Unsupported, "no multi-network gateways"},
-		{"spec.workloadSelector", Partial, "selects WorkloadEntries in the namespace, not Pods"},
+		{"spec.workloadSelector", Supported, "selects the WorkloadEntries and the serving Pods (IP, running, Ready) of the namespace"},
 		{"spec.exportTo", Supported, ""},
 		{"spec.subjectAltNames", Unsupported, "clusters verify the SANs of the DestinationRule only"},
 	}
@@ -151,14 +147,21 @@ func workloadEntry() []Field {
 
 func sidecar() []Field {
 	return []Field{
-		{"spec.workloadSelector", Supported, ""},
-		{"spec.ingress", Unsupported, "inbound listeners come from the services the workload backs"},
-		{"spec.egress", Supported, "the hosts of every egress listener are united"},
-		{"spec.egress[].port", Partial, "per-port egress listeners are not generated; the listener's hosts apply to every port"},
-		{"spec.egress[].bind", Unsupported, ""},
-		{"spec.egress[].captureMode", Unsupported, ""},
+		{"spec.workloadSelector", Supported, "a selecting Sidecar beats the namespace's default, which beats the root namespace's"},
+		{"spec.ingress", Supported, "replace the inbound side built from the workload's services: per port a cluster inbound|PORT|| and virtualInbound chains (destination_port) with the PeerAuthentication mTLS and AuthorizationPolicy RBAC of service ports"},
+		{"spec.ingress[].port", Supported, "number, protocol, name; a Unix socket listener (port 0) is not supported (warned by the Sidecar check); targetPort is ignored, as in Istio"},
+		{"spec.ingress[].port.targetPort", Unsupported, "Istio ignores it for Sidecars too"},
+		{"spec.ingress[].bind", Partial, "only with captureMode NONE (the real listener's IP); a unix:// bind is not supported (the proxy's IP is used)"},
+		{"spec.ingress[].captureMode", Supported, "NONE: a real listener IP_PORT bound to the port; DEFAULT and IPTABLES: a chain of virtualInbound (the proxy's INTERCEPTION_MODE is not consulted for DEFAULT)"},
+		{"spec.ingress[].defaultEndpoint", Supported, "127.0.0.1:PORT, 0.0.0.0:PORT (the proxy's first IP), another IP, unix:///path (an Envoy pipe); empty: 127.0.0.1:PORT"},
+		{"spec.ingress[].tls", Unsupported, "the port gets the chains of its PeerAuthentication mode (Istio also ignores it unless ENABLE_TLS_ON_SIDECAR_INGRESS is set)"},
+		{"spec.ingress[].connectionPool", Partial, "on the port's inbound cluster: circuit breakers, tcp connectTimeout and tcpKeepalive; http idleTimeout, maxRequestsPerConnection, h2UpgradePolicy are not applied"},
+		{"spec.egress", Supported, "the hosts of every egress listener are united for CDS; listeners and routes follow the listener of each port"},
+		{"spec.egress[].port", Supported, "a listener per declared port with only the services its hosts select, with the declared protocol (HTTP-like: one 0.0.0.0_PORT listener and route PORT; else TCP per service); other ports follow the portless (catch-all) listener; a Unix socket listener is not supported"},
+		{"spec.egress[].bind", Partial, "an IP: the address (and name) of the port's listeners; unix:// is not supported; the HTTP route name stays PORT"},
+		{"spec.egress[].captureMode", Supported, "NONE: bind_to_port (on 127.0.0.1 without bind, as Istio); only with a port"},
 		{"spec.egress[].hosts", Supported, "a host without \"namespace/\" is read as \"*/host\" (warned)"},
-		{"spec.inboundConnectionPool", Unsupported, ""},
+		{"spec.inboundConnectionPool", Partial, "on every inbound cluster an ingress connectionPool does not override: circuit breakers, tcp connectTimeout and tcpKeepalive; http idleTimeout, maxRequestsPerConnection, h2UpgradePolicy are not applied"},
 		{"spec.outboundTrafficPolicy", Supported, "mode REGISTRY_ONLY / ALLOW_ANY"},
 		{"spec.outboundTrafficPolicy.egressProxy", Unsupported, ""},
 	}
@@ -167,14 +170,15 @@ func sidecar() []Field {
 func gateway() []Field {
 	return []Field{
 		{"spec.selector", Supported, "an empty selector selects every router proxy"},
-		{"spec.servers", Supported, "protocols HTTP, HTTP2, GRPC, HTTPS (terminated or PASSTHROUGH), TLS (PASSTHROUGH); other servers are not served (warned by the gateway generator)"},
+		{"spec.servers", Supported, "protocols HTTP, HTTP2, GRPC, HTTPS (terminated or PASSTHROUGH), TLS (PASSTHROUGH, or terminated then tcp routes), TCP, MONGO, REDIS, MYSQL (tcp routes: port, gateways, sourceLabels of the router; weighted); other protocols are not served (warned by the gateway generator)"},
 		{"spec.servers[].port", Supported, "number, protocol, name"},
 		{"spec.servers[].port.targetPort", Unsupported, ""},
 		{"spec.servers[].bind", Unsupported, ""},
 		{"spec.servers[].hosts", Supported, "NS/HOST, ./HOST, */HOST, HOST"},
 		{"spec.servers[].name", Supported, ""},
 		{"spec.servers[].defaultEndpoint", Unsupported, ""},
-		{"spec.servers[].tls", Supported, "SIMPLE, MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL, PASSTHROUGH; credentialName over SDS or certificate files"},
+		{"spec.servers[].tls", Supported, "SIMPLE, MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL, PASSTHROUGH; credentialName over SDS or certificate files; AUTO_PASSTHROUGH (multi-network SNI-DNAT) servers are not served (warned by the gateway generator)"},
+		{"spec.servers[].tls.credentialName", Supported, "Kubernetes Secrets (kubernetes.io/tls or generic cert/key/cacert) of the gateway's own namespace, watched cluster-wide (PILOT_ENABLE_GATEWAY_CREDENTIALS, chart gateways.credentials.enabled); other namespaces (Istio's SubjectAccessReview) are refused; not from --configDir files"},
 		{"spec.servers[].tls.caCrl", Unsupported, ""},
 		{"spec.servers[].tls.credentialNames", Unsupported, "use credentialName"},
 		{"spec.servers[].tls.caCertCredentialName", Unsupported, "use credentialName (its -cacert part)"},
@@ -199,22 +203,33 @@ func authorizationPolicy() []Field {
 		{"spec.action", Supported, "ALLOW, DENY, AUDIT; CUSTOM is not supported (the policy is ignored, warned)"},
 		{"spec.provider", Unsupported, "CUSTOM (ext_authz) is not supported"},
 		{"spec.rules", Supported, "HTTP and network RBAC filters; HTTP-only fields on TCP ports are warned"},
-		{"spec.rules[].from[].source.requestPrincipals", Unsupported, "needs RequestAuthentication (JWT); " + noJWT},
-		{"spec.rules[].from[].source.notRequestPrincipals", Unsupported, "needs RequestAuthentication (JWT); " + noJWT},
+		{"spec.rules[].from[].source.requestPrincipals", Supported, "ISS/SUB split at the last \"/\" as in Istio, matched on the jwt_authn payload metadata; HTTP only (TCP: warned); proxyless gRPC validates no JWT, so these never match there"},
+		{"spec.rules[].from[].source.notRequestPrincipals", Supported, "as requestPrincipals"},
 		{"spec.rules[].from[].source.serviceAccounts", Unsupported, "use principals"},
 		{"spec.rules[].from[].source.notServiceAccounts", Unsupported, "use principals"},
 		{"spec.rules[].from[].source.trustDomains", Unsupported, ""},
 		{"spec.rules[].from[].source.notTrustDomains", Unsupported, ""},
-		{"spec.rules[].when", Supported, "keys request.headers[...], source.ip, remote.ip, source.namespace, source.principal, destination.ip, destination.port, connection.sni; other keys (request.auth.*, experimental.*) are warned by the RBAC generator"},
+		{"spec.rules[].when", Supported, "keys request.headers[...], source.ip, remote.ip, source.namespace, source.principal, destination.ip, destination.port, connection.sni, request.auth.principal, request.auth.audiences, request.auth.presenter, request.auth.claims[...][...]; other keys (experimental.*) are warned by the RBAC generator"},
 	}
 }
 
-// allUnsupported lists every top-level field of m as Unsupported.
-func allUnsupported(m proto.Message, note string) []Field {
-	fds := m.ProtoReflect().Descriptor().Fields()
-	out := make([]Field, 0, fds.Len())
-	for i := 0; i < fds.Len(); i++ {
-		out = append(out, Field{"spec." + fds.Get(i).JSONName(), Unsupported, note})
+func requestAuthentication() []Field {
+	return []Field{
+		{"spec.selector", Supported, "every policy that selects a workload applies (jwtRules merged), as in Istio"},
+		{"spec.targetRef", Unsupported, noTarget + "; the policy applies to no workload"},
+		{"spec.targetRefs", Unsupported, noTarget + "; the policy applies to no workload"},
+		{"spec.jwtRules", Supported, "one jwt_authn filter on sidecar inbound HTTP ports; not yet on gateways nor proxyless gRPC servers; a policy with an invalid rule is ignored (warned)"},
+		{"spec.jwtRules[].jwksUri", Partial, "fetched by Envoy (remote_jwks via cluster outbound|PORT||HOST, Istio's PILOT_JWT_ENABLE_REMOTE_JWKS=envoy), not by the control plane: the host needs a ServiceEntry; with both jwks and jwksUri the inline jwks is used"},
+		{"spec.jwtRules[].jwks", Supported, "local_jwks inline"},
+		{"spec.jwtRules[].issuer", Supported, ""},
+		{"spec.jwtRules[].audiences", Supported, ""},
+		{"spec.jwtRules[].fromHeaders", Supported, ""},
+		{"spec.jwtRules[].fromParams", Supported, ""},
+		{"spec.jwtRules[].fromCookies", Supported, ""},
+		{"spec.jwtRules[].outputPayloadToHeader", Supported, ""},
+		{"spec.jwtRules[].forwardOriginalToken", Supported, ""},
+		{"spec.jwtRules[].outputClaimToHeaders", Supported, ""},
+		{"spec.jwtRules[].timeout", Supported, "the JWKS fetch timeout (default 5s)"},
+		{"spec.jwtRules[].spaceDelimitedClaims", Supported, "added to scope and permission"},
 	}
-	return out
 }

@@ -33,25 +33,40 @@ const (
 	kindHTTPS
 	// kindPassthrough: TLS forwarded by SNI to the VirtualServices' tls routes.
 	kindPassthrough
+	// kindTCP: opaque TCP (TCP, MONGO, REDIS, MYSQL without tls) to the
+	// first applying tcp route of the bound VirtualServices.
+	kindTCP
+	// kindTLSTCP: TLS terminated (protocol TLS, or a TCP protocol with tls
+	// settings), then the bytes go to a tcp route as for kindTCP.
+	kindTLSTCP
 )
 
+// tcpProtocols are the opaque protocols Istio forwards with tcp routes.
+var tcpProtocols = map[string]bool{"TCP": true, "MONGO": true, "REDIS": true, "MYSQL": true}
+
+// serverKind classifies a server as Istio does: HTTP protocols route HTTP;
+// HTTPS terminates TLS then routes HTTP; PASSTHROUGH forwards TLS by SNI;
+// TLS and TCP protocols otherwise go to tcp routes, TLS being terminated
+// when the server has tls settings. AUTO_PASSTHROUGH (SNI-DNAT for
+// multi-network) and unknown protocols are not supported.
 func serverKind(s *networking.Server) kind {
 	proto := strings.ToUpper(s.GetPort().GetProtocol())
 	mode := s.GetTls().GetMode()
-	switch proto {
-	case "HTTP", "HTTP2", "GRPC", "GRPC-WEB", "HTTP_PROXY":
+	switch {
+	case proto == "HTTP" || proto == "HTTP2" || proto == "GRPC" || proto == "GRPC-WEB" || proto == "HTTP_PROXY":
 		return kindHTTP
-	case "HTTPS":
-		if mode == networking.ServerTLSSettings_PASSTHROUGH {
-			return kindPassthrough
-		}
+	case proto != "HTTPS" && proto != "TLS" && !tcpProtocols[proto]:
+		return kindUnsupported
+	case mode == networking.ServerTLSSettings_AUTO_PASSTHROUGH:
+		return kindUnsupported
+	case tcpProtocols[proto] && s.GetTls() == nil:
+		return kindTCP
+	case mode == networking.ServerTLSSettings_PASSTHROUGH:
+		return kindPassthrough
+	case proto == "HTTPS":
 		return kindHTTPS
-	case "TLS":
-		if mode == networking.ServerTLSSettings_PASSTHROUGH {
-			return kindPassthrough
-		}
 	}
-	return kindUnsupported
+	return kindTLSTCP
 }
 
 // selected returns the Gateways (of any namespace) whose selector matches

@@ -3,20 +3,35 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
 
 // ListenerGenerator serves LDS to router proxies (BuildListeners). Logger
-// may be nil (no logs). Gateway listeners are built fresh on each push.
+// may be nil (no logs).
+//
+// A router's listeners and route configurations are functions of its
+// namespace and labels (which Gateways select it, tcp and HTTP
+// sourceLabels) and of the push's Gateways, VirtualServices and services
+// (and DestinationRules for routes). They are cached in the push's
+// model.XDSCache under (namespace, labels), so the pods of one gateway
+// Deployment share one entry, and dropped when any object of those kinds
+// changes (a new object may bind to the gateway, so no finer dependency is
+// safe). Listeners name credentials by SDS resource name only, so a Secret
+// change leaves them cached and pushes SDS alone.
 type ListenerGenerator struct {
 	Logger *slog.Logger
 }
 
-// RouteGenerator serves RDS to router proxies (BuildRouteConfiguration).
-// Logger may be nil (no logs).
+// RouteGenerator serves RDS to router proxies (BuildRouteConfiguration),
+// cached as ListenerGenerator says. Logger may be nil (no logs).
 type RouteGenerator struct {
 	Logger *slog.Logger
 }
@@ -42,8 +57,40 @@ func logger(l *slog.Logger, proxy *model.Proxy) *slog.Logger {
 	return l.With("proxy", proxy.ID)
 }
 
+// Dependencies of the cached gateway resources.
+var (
+	listenerDeps = []model.ConfigKey{
+		model.DependsOnAll(model.KindGateway), model.DependsOnAll(model.KindVirtualService),
+		model.DependsOnAll(model.KindService),
+	}
+	routeDeps = append(slices.Clone(listenerDeps), model.DependsOnAll(model.KindDestinationRule))
+)
+
+// listenersCacheName is the cache entry name of a router's whole LDS
+// answer (all its listeners); it cannot clash with a listener name.
+const listenersCacheName = "gateway-listeners"
+
+// cacheScope is what, besides the resource name, makes two routers'
+// gateway resources differ: "router", the namespace and the sorted labels.
+// Pods of one gateway Deployment have the same scope.
+func cacheScope(proxy *model.Proxy) string {
+	var b strings.Builder
+	b.WriteString("router\x00" + proxy.ConfigNamespace())
+	labels := proxy.Labels()
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteString("\x00" + k + "=" + labels[k])
+	}
+	return b.String()
+}
+
 // Generate returns the gateway listeners of proxy (LDS is a wildcard subscription).
 func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+	cache := push.XDSCache()
+	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName, Scope: cacheScope(proxy)}
+	if res, ok := cache.Get(key); ok {
+		return slices.Clone(res), nil
+	}
+	tok := cache.Token(push)
 	ls := BuildListeners(proxy, push, logger(g.Logger, proxy))
 	out := make(model.Resources, 0, len(ls))
 	for _, l := range ls {
@@ -53,7 +100,8 @@ func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext,
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	cache.Add(key, listenerDeps, tok, slices.Clip(out))
+	return slices.Clone(out), nil
 }
 
 // Generate returns the route configuration of every name in w, sorted by name.
@@ -64,13 +112,22 @@ func (g RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w 
 	log := logger(g.Logger, proxy)
 	names := w.Names()
 	sort.Strings(names)
+	cache := push.XDSCache()
+	scope := cacheScope(proxy)
 	out := make(model.Resources, 0, len(names))
 	for _, n := range names {
+		key := model.XDSCacheKey{Type: model.RouteType, Name: n, Scope: scope}
+		if res, ok := cache.Get(key); ok {
+			out = append(out, res[0])
+			continue
+		}
+		tok := cache.Token(push)
 		rc := BuildRouteConfiguration(proxy, push, n, log)
 		r, err := cluster.Resource(n, rc)
 		if err != nil {
 			return nil, fmt.Errorf("rds for %s: route %s: %w", proxy.ID, n, err)
 		}
+		cache.Add(key, routeDeps, tok, []*discovery.Resource{r})
 		out = append(out, r)
 	}
 	return out, nil

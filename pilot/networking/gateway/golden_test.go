@@ -109,7 +109,7 @@ func TestGolden(t *testing.T) {
 	nt.RemoveStaleGoldens(t, *update, filepath.Join("testdata", "out", "*.yaml"), written)
 }
 
-func mustAbs(t *testing.T, path string) string {
+func mustAbs(t testing.TB, path string) string {
 	t.Helper()
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -28,7 +28,11 @@ import (
 //   - each TLS-terminating HTTPS server gets a chain matching its hosts as
 //     SNI, with its DownstreamTlsContext and routes "https.PORT.NAME.GW.NS";
 //   - PASSTHROUGH servers get one chain per SNI match of the tls routes of
-//     the VirtualServices bound to them, a tcp_proxy to the route's cluster.
+//     the VirtualServices bound to them, a tcp_proxy to the route's cluster;
+//   - TCP servers (TCP, MONGO, REDIS, MYSQL) get a chain without match, a
+//     (weighted) tcp_proxy to the first applying tcp route of the bound
+//     VirtualServices; TLS servers that terminate TLS get the same behind
+//     an SNI match and their DownstreamTlsContext.
 //
 // A server that cannot be built (unsupported protocol, bad TLS settings, a
 // duplicate SNI) is logged and skipped; the rest is served. A proxy that is
@@ -42,16 +46,16 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 			Address:          cluster.SocketAddress(listener.WildcardAddress, port),
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		}
-		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, seen: map[string]bool{}}
+		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, labels: proxy.Labels(), seen: map[string]bool{}}
 		for _, s := range byPort[port] {
 			b.add(s, push)
 		}
-		if len(b.chains) == 0 && b.http == nil {
+		if len(b.chains) == 0 && b.plain == nil {
 			continue
 		}
 		l.FilterChains = b.chains
-		if b.http != nil {
-			l.FilterChains = append(l.FilterChains, b.http)
+		if b.plain != nil {
+			l.FilterChains = append(l.FilterChains, b.plain)
 		}
 		if len(b.chains) > 0 {
 			inspector, err := anypb.New(&tlsinspectorv3.TlsInspector{})
@@ -73,9 +77,14 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 type chainBuilder struct {
 	log        *slog.Logger
 	statPrefix string
-	// chains match SNI; http is the plain HTTP chain (no match), last.
+	// labels are the router's, for tcp routes' sourceLabels.
+	labels map[string]string
+	// chains match SNI; plain is the chain without a match (plain HTTP or
+	// opaque TCP, the first such server of the port), last.
 	chains []*listenerv3.FilterChain
-	http   *listenerv3.FilterChain
+	plain  *listenerv3.FilterChain
+	// plainKind is the kind of the server that made plain.
+	plainKind kind
 	// seen holds the SNI sets already matched, so no two chains collide.
 	seen map[string]bool
 }
@@ -84,7 +93,10 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 	log := b.log.With("gateway", s.gatewayKey(), "server", s.spec.GetPort().GetName())
 	switch serverKind(s.spec) {
 	case kindHTTP:
-		if b.http != nil {
+		if b.plain != nil {
+			if b.plainKind != kindHTTP {
+				log.Warn("gateway server not served: a TCP server already takes the port's unmatched connections")
+			}
 			return
 		}
 		hcm, err := connectionManager(b.statPrefix, s.routeName())
@@ -92,14 +104,14 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 			log.Error("gateway server not served", "error", err)
 			return
 		}
-		b.http = &listenerv3.FilterChain{Filters: []*listenerv3.Filter{hcm}}
+		b.plain, b.plainKind = &listenerv3.FilterChain{Filters: []*listenerv3.Filter{hcm}}, kindHTTP
 	case kindHTTPS:
 		names := sniHosts(s)
 		if !b.claim(names) {
 			log.Warn("gateway server not served: its hosts are already matched on this port", "hosts", names)
 			return
 		}
-		ts, err := downstreamTLS(s.spec)
+		ts, err := downstreamTLS(s.spec, alpnHTTPS)
 		if err != nil {
 			log.Warn("gateway server not served", "error", err)
 			return
@@ -116,6 +128,8 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 		})
 	case kindPassthrough:
 		b.passthrough(s, push, log)
+	case kindTCP, kindTLSTCP:
+		b.tcp(s, push, log)
 	default:
 		log.Warn("gateway server not served: protocol and tls mode not supported",
 			"protocol", s.spec.GetPort().GetProtocol(), "mode", s.spec.GetTls().GetMode().String())

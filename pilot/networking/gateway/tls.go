@@ -39,9 +39,10 @@ func adsSecret(name string) *tlsv3.SdsSecretConfig {
 // kubernetes://NAME-cacert to verify clients), else from the files
 // serverCertificate, privateKey and caCertificates; ISTIO_MUTUAL uses the
 // workload's own certificate (default, ROOTCA) from the agent (sds-grpc).
-func downstreamTLS(s *networking.Server) (*corev3.TransportSocket, error) {
+// alpn is what the server offers clients (none for TCP).
+func downstreamTLS(s *networking.Server, alpn []string) (*corev3.TransportSocket, error) {
 	tls := s.GetTls()
-	common := &tlsv3.CommonTlsContext{AlpnProtocols: alpnHTTPS}
+	common := &tlsv3.CommonTlsContext{AlpnProtocols: alpn}
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
 	mode := tls.GetMode()
 	mutual := mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL

@@ -1,0 +1,107 @@
+package serviceentry_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
+	"github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+	"github.com/meshpilot/meshpilot/xds/adsc"
+)
+
+// runClient runs an Envoy-like ADS client until the test ends.
+func runClient(t *testing.T, srv *bootstrap.Server, cfg adsc.Config) *adsc.Client {
+	t.Helper()
+	c := adsc.New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	conn := bootstraptest.Dial(t, srv.GRPCListenAddr())
+	go func() { done <- c.Run(ctx, conn) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ADS client: %v", err)
+		}
+	})
+	return c
+}
+
+// waitClient waits until cond holds for c (30 s at most).
+func waitClient(t *testing.T, c *adsc.Client, what string, cond func(*adsc.Client) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitFor(ctx, cond); err != nil {
+		t.Fatalf("waiting for %s: %v (endpoints now %v)", what, err, endpointAddrs(c, legacyCluster))
+	}
+}
+
+// loadAssignment decodes one EDS resource the client holds and checks it
+// passes ValidateAll.
+func loadAssignment(t *testing.T, c *adsc.Client, cluster string) *endpointv3.ClusterLoadAssignment {
+	t.Helper()
+	a := c.Resources(model.EndpointType)[cluster]
+	if a == nil {
+		t.Fatalf("no EDS resource %s", cluster)
+	}
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := a.UnmarshalTo(cla); err != nil {
+		t.Fatal(err)
+	}
+	if err := networkingtest.Validate(cla); err != nil {
+		t.Errorf("EDS %s: %v", cluster, err)
+	}
+	return cla
+}
+
+// endpointAddrs is the sorted "ip:port" list (healthy only) of an EDS
+// cluster, or nil.
+func endpointAddrs(c *adsc.Client, cluster string) []string {
+	a := c.Resources(model.EndpointType)[cluster]
+	if a == nil {
+		return nil
+	}
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if a.UnmarshalTo(cla) != nil {
+		return nil
+	}
+	out := []string{}
+	for _, loc := range cla.GetEndpoints() {
+		for _, lb := range loc.GetLbEndpoints() {
+			if lb.GetHealthStatus() == corev3.HealthStatus_UNHEALTHY {
+				continue
+			}
+			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue()))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isEDSCluster(c *adsc.Client, name string) bool {
+	cl := &clusterv3.Cluster{}
+	a := c.Resources(model.ClusterType)[name]
+	return a != nil && a.UnmarshalTo(cl) == nil && cl.GetType() == clusterv3.Cluster_EDS
+}
+
+// metric returns the sample of name with exactly labels from /metrics, 0
+// when absent.
+func metric(t *testing.T, srv *bootstrap.Server, name string, labels ...string) float64 {
+	t.Helper()
+	if len(labels) > 0 {
+		name += "{" + strings.Join(labels, ",") + "}"
+	}
+	v, _ := bootstraptest.Metric(t, srv, name)
+	return v
+}
