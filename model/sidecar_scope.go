@@ -26,11 +26,15 @@ type SidecarScope struct {
 	// Namespace is the namespace of the proxies the scope is for.
 	Namespace string
 
-	push     *PushContext
-	egress   []egressHost
-	services []*Service
-	byHost   map[string]*Service
-	policy   *meshconfig.MeshConfig_OutboundTrafficPolicy
+	push   *PushContext
+	egress []egressHost
+	// egressListeners are the Sidecar's egress listeners; ingress its
+	// usable ingress listeners (sidecar_listeners.go).
+	egressListeners []egressListener
+	ingress         []IngressListener
+	services        []*Service
+	byHost          map[string]*Service
+	policy          *meshconfig.MeshConfig_OutboundTrafficPolicy
 	// cacheScope is CacheScope's answer, computed once.
 	cacheScope string
 }
@@ -157,6 +161,8 @@ func (pc *PushContext) newSidecarScope(ns string, sidecar *Config) *SidecarScope
 	if sidecar != nil {
 		spec := sidecar.Spec.(*networking.Sidecar)
 		s.egress = egressHosts(spec, ns)
+		s.egressListeners = egressListeners(spec, ns)
+		s.ingress = ingressListeners(spec)
 		if p := spec.GetOutboundTrafficPolicy(); p != nil {
 			s.policy = &meshconfig.MeshConfig_OutboundTrafficPolicy{Mode: meshconfig.MeshConfig_OutboundTrafficPolicy_Mode(p.GetMode())}
 		}
@@ -178,20 +184,27 @@ func (pc *PushContext) newSidecarScope(ns string, sidecar *Config) *SidecarScope
 func egressHosts(spec *networking.Sidecar, ns string) []egressHost {
 	var out []egressHost
 	for _, l := range spec.GetEgress() {
-		for _, h := range l.GetHosts() {
-			hostNS, host, ok := strings.Cut(h, "/")
-			if !ok {
-				// Istio rejects a host without "namespace/"; read it as any namespace.
-				hostNS, host = "*", h
-			}
-			if hostNS == "." {
-				hostNS = ns
-			}
-			out = append(out, egressHost{namespace: hostNS, host: host})
-		}
+		out = append(out, resolveHosts(l.GetHosts(), ns)...)
 	}
 	if len(spec.GetEgress()) == 0 {
 		out = []egressHost{{namespace: "*", host: "*"}}
+	}
+	return out
+}
+
+// resolveHosts resolves "namespace/host" entries for proxies in ns.
+func resolveHosts(hosts []string, ns string) []egressHost {
+	out := make([]egressHost, 0, len(hosts))
+	for _, h := range hosts {
+		hostNS, host, ok := strings.Cut(h, "/")
+		if !ok {
+			// Istio rejects a host without "namespace/"; read it as any namespace.
+			hostNS, host = "*", h
+		}
+		if hostNS == "." {
+			hostNS = ns
+		}
+		out = append(out, egressHost{namespace: hostNS, host: host})
 	}
 	return out
 }
@@ -202,12 +215,7 @@ func (s *SidecarScope) selects(ns, hostname string) bool {
 	if s.Sidecar == nil {
 		return true
 	}
-	for _, e := range s.egress {
-		if (e.namespace == "*" || e.namespace == ns) && HostMatches(e.host, hostname) {
-			return true
-		}
-	}
-	return false
+	return hostsSelect(s.egress, ns, hostname)
 }
 
 // Services returns the services the scope sees, sorted by hostname. The

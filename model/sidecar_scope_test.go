@@ -253,14 +253,14 @@ func TestSidecarWarningsNameFields(t *testing.T) {
 	sc := sidecar("default", "sc", nil, "noslash.example.com")
 	spec := sc.Spec.(*networking.Sidecar)
 	spec.Ingress = []*networking.IstioIngressListener{{DefaultEndpoint: "127.0.0.1:8080"}}
-	spec.Egress[0].Port = &networking.SidecarPort{Number: 80}
-	spec.Egress[0].Bind = "127.0.0.1"
+	spec.Egress[0].Port = &networking.SidecarPort{Protocol: "HTTP"} // no number
+	spec.Egress[0].Bind = "unix:///var/run/egress.sock"
 	spec.Egress[0].CaptureMode = networking.CaptureMode_NONE
-	spec.InboundConnectionPool = &networking.ConnectionPoolSettings{}
+	spec.InboundConnectionPool = &networking.ConnectionPoolSettings{Http: &networking.ConnectionPoolSettings_HTTPSettings{}}
 	spec.OutboundTrafficPolicy = &networking.OutboundTrafficPolicy{EgressProxy: &networking.Destination{Host: "egress"}}
 	got := scopePush(t, nil, sc).SidecarWarnings()
 	for _, field := range []string{"spec.ingress", "spec.egress[0].port", "spec.egress[0].bind", "spec.egress[0].captureMode",
-		"spec.inboundConnectionPool", "spec.outboundTrafficPolicy.egressProxy", "spec.egress[0].hosts[0]"} {
+		"spec.inboundConnectionPool.http", "spec.outboundTrafficPolicy.egressProxy", "spec.egress[0].hosts[0]"} {
 		found := false
 		for _, w := range got {
 			if strings.HasPrefix(w, "Sidecar default/sc: "+field+":") {

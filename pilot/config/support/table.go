@@ -218,7 +218,7 @@ func requestAuthentication() []Field {
 		{"spec.selector", Supported, "every policy that selects a workload applies (jwtRules merged), as in Istio"},
 		{"spec.targetRef", Unsupported, noTarget + "; the policy applies to no workload"},
 		{"spec.targetRefs", Unsupported, noTarget + "; the policy applies to no workload"},
-		{"spec.jwtRules", Supported, "one jwt_authn filter on sidecar inbound HTTP ports; not yet on gateways nor proxyless gRPC servers; a policy with an invalid rule is ignored (warned)"},
+		{"spec.jwtRules", Supported, "one jwt_authn filter on sidecar inbound HTTP ports and on gateway HTTP servers (routers it selects); not on proxyless gRPC servers; a policy with an invalid rule is ignored (warned)"},
 		{"spec.jwtRules[].jwksUri", Partial, "fetched by Envoy (remote_jwks via cluster outbound|PORT||HOST, Istio's PILOT_JWT_ENABLE_REMOTE_JWKS=envoy), not by the control plane: the host needs a ServiceEntry; with both jwks and jwksUri the inline jwks is used"},
 		{"spec.jwtRules[].jwks", Supported, "local_jwks inline"},
 		{"spec.jwtRules[].issuer", Supported, ""},

@@ -133,10 +133,30 @@ func usesIstioMutual(rule *networking.DestinationRule) bool {
 	return false
 }
 
-// InboundClusters returns the inbound clusters of the proxy's own service
-// ports, one per target port, sorted by name.
+// InboundClusters returns the inbound clusters of the proxy, one per
+// target port, sorted by name: those of its own service ports or, when its
+// Sidecar has ingress listeners, those of the listeners (Istio's
+// "ingress listener" path: the services the workload backs are then not
+// used for the inbound side). The connection pool of an ingress listener,
+// else the Sidecar's inboundConnectionPool, sets the circuit breakers,
+// connect timeout and TCP keepalive (HTTP options are not applied).
 func InboundClusters(proxy *model.Proxy, push *model.PushContext, timeout *durationpb.Duration) ([]*clusterv3.Cluster, error) {
 	var out []*clusterv3.Cluster
+	scope := push.SidecarScope(proxy)
+	if scope.HasIngress() {
+		for _, in := range scope.IngressListeners() {
+			c, err := ingressCluster(proxy, in, timeout)
+			if err != nil {
+				return nil, err
+			}
+			if in.ConnectionPool != nil {
+				applyConnectionPool(c, in.ConnectionPool)
+			}
+			out = append(out, c)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out, nil
+	}
 	seen := map[string]bool{}
 	for _, t := range push.ServiceTargetsFor(proxy) {
 		c, err := inbound(t, timeout)
@@ -145,6 +165,9 @@ func InboundClusters(proxy *model.Proxy, push *model.PushContext, timeout *durat
 		}
 		if !seen[c.Name] {
 			seen[c.Name] = true
+			if cp := scope.InboundConnectionPool(); cp != nil {
+				applyConnectionPool(c, cp)
+			}
 			out = append(out, c)
 		}
 	}
@@ -189,7 +212,7 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 	if svc.Resolution != model.Passthrough {
 		applyLB(c, policy.GetLoadBalancer())
 	}
-	if err := applyHTTPOptions(c, port, policy.GetConnectionPool(), push.Mesh); err != nil {
+	if err := applyHTTPOptions(c, port, policy.GetConnectionPool(), policy.GetTls(), push.Mesh); err != nil {
 		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
 	t := tlsTarget{port: port, subset: subset, host: svc.Hostname, serviceAccounts: sas}
@@ -290,7 +313,35 @@ func setHTTP2(c *clusterv3.Cluster) error {
 // the local workload, so a STATIC cluster to 127.0.0.1:TARGETPORT is
 // equivalent and simpler.
 func inbound(t model.ServiceTarget, timeout *durationpb.Duration) (*clusterv3.Cluster, error) {
-	name := BuildName(Inbound, "", "", t.TargetPort)
+	return staticInbound(t.TargetPort, SocketAddress("127.0.0.1", t.TargetPort), t.Port.Protocol, timeout)
+}
+
+// ingressCluster builds "inbound|PORT||" of a Sidecar ingress listener: a
+// STATIC cluster to its defaultEndpoint, a Unix socket (an Envoy pipe
+// address) or IP:PORT, where 0.0.0.0 stands for the proxy's first IP
+// (Istio: the instance IP; 127.0.0.1 when the proxy reports none).
+func ingressCluster(proxy *model.Proxy, in model.IngressListener, timeout *durationpb.Duration) (*clusterv3.Cluster, error) {
+	ep := in.Endpoint
+	var addr *corev3.Address
+	switch {
+	case ep.Pipe != "":
+		addr = &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: ep.Pipe}}}
+	case ep.Address == model.InstanceIP:
+		ip := "127.0.0.1"
+		if len(proxy.IPAddresses) > 0 {
+			ip = proxy.IPAddresses[0]
+		}
+		addr = SocketAddress(ip, ep.Port)
+	default:
+		addr = SocketAddress(ep.Address, ep.Port)
+	}
+	return staticInbound(in.Port, addr, in.Protocol, timeout)
+}
+
+// staticInbound builds "inbound|PORT||", a STATIC cluster to addr, HTTP/2
+// upstream for HTTP/2 protocols.
+func staticInbound(port uint32, addr *corev3.Address, protocol model.Protocol, timeout *durationpb.Duration) (*clusterv3.Cluster, error) {
+	name := BuildName(Inbound, "", "", port)
 	c := &clusterv3.Cluster{
 		Name:                 name,
 		ConnectTimeout:       timeout,
@@ -298,11 +349,15 @@ func inbound(t model.ServiceTarget, timeout *durationpb.Duration) (*clusterv3.Cl
 		LoadAssignment: &endpointv3.ClusterLoadAssignment{
 			ClusterName: name,
 			Endpoints: []*endpointv3.LocalityLbEndpoints{{
-				LbEndpoints: []*endpointv3.LbEndpoint{LbEndpoint("127.0.0.1", t.TargetPort, 1, true)},
+				LbEndpoints: []*endpointv3.LbEndpoint{{
+					HostIdentifier:      &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
+					HealthStatus:        corev3.HealthStatus_HEALTHY,
+					LoadBalancingWeight: wrapUInt32(1),
+				}},
 			}},
 		},
 	}
-	if t.Port.Protocol.IsHTTP2() {
+	if protocol.IsHTTP2() {
 		if err := setHTTP2(c); err != nil {
 			return nil, err
 		}

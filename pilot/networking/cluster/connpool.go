@@ -70,7 +70,7 @@ func applyConnectionPool(c *clusterv3.Cluster, cp *networking.ConnectionPoolSett
 // HTTP/1 ports with h2UpgradePolicy UPGRADE, or the mesh's UPGRADE default),
 // the downstream protocol with useClientProtocol, and the common options
 // idleTimeout, maxRequestsPerConnection and tcp.maxConnectionDuration.
-func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, cp *networking.ConnectionPoolSettings, mesh *meshconfig.MeshConfig) error {
+func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, cp *networking.ConnectionPoolSettings, tls *networking.ClientTLSSettings, mesh *meshconfig.MeshConfig) error {
 	common := &corev3.HttpProtocolOptions{}
 	hasCommon := false
 	if d := cp.GetHttp().GetIdleTimeout(); d != nil {
@@ -85,6 +85,10 @@ func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, cp *networking.Conn
 	opts := &httpv3.HttpProtocolOptions{}
 	if hasCommon {
 		opts.CommonHttpProtocolOptions = common
+	}
+	if auto := autoSNI(tls); auto != nil {
+		// Needs an explicit protocol below, like the common options.
+		opts.UpstreamHttpProtocolOptions, hasCommon = auto, true
 	}
 	h2 := port.Protocol.IsHTTP2() || (port.Protocol.IsHTTP() && h2Upgrade(cp, mesh))
 	switch {
@@ -204,5 +208,21 @@ func applyOutlierDetection(c *clusterv3.Cluster, od *networking.OutlierDetection
 			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{}
 		}
 		c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: float64(min(v, 100))}
+	}
+}
+
+// autoSNI is Istio's default for TLS origination (SIMPLE or MUTUAL) with
+// no sni: Envoy takes the SNI from each request's host (auto_sni) and, with
+// no subjectAltNames and verification on, checks the server certificate
+// against it (auto_san_validation), as istiod does with ENABLE_AUTO_SNI and
+// VERIFY_CERTIFICATE_AT_CLIENT, both on by default. Nil when not applicable.
+func autoSNI(tls *networking.ClientTLSSettings) *corev3.UpstreamHttpProtocolOptions {
+	mode := tls.GetMode()
+	if (mode != networking.ClientTLSSettings_SIMPLE && mode != networking.ClientTLSSettings_MUTUAL) || tls.GetSni() != "" {
+		return nil
+	}
+	return &corev3.UpstreamHttpProtocolOptions{
+		AutoSni:           true,
+		AutoSanValidation: len(tls.GetSubjectAltNames()) == 0 && !tls.GetInsecureSkipVerify().GetValue(),
 	}
 }

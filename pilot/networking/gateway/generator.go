@@ -57,14 +57,18 @@ func logger(l *slog.Logger, proxy *model.Proxy) *slog.Logger {
 	return l.With("proxy", proxy.ID)
 }
 
-// Dependencies of the cached gateway resources.
-var (
-	listenerDeps = []model.ConfigKey{
+// listenerDeps are the dependencies of the cached gateway listeners.
+func listenerDeps() []model.ConfigKey {
+	return []model.ConfigKey{
 		model.DependsOnAll(model.KindGateway), model.DependsOnAll(model.KindVirtualService),
-		model.DependsOnAll(model.KindService),
+		model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindRequestAuthentication),
 	}
-	routeDeps = append(slices.Clone(listenerDeps), model.DependsOnAll(model.KindDestinationRule))
-)
+}
+
+// routeDeps are the dependencies of the cached gateway routes.
+func routeDeps() []model.ConfigKey {
+	return append(listenerDeps(), model.DependsOnAll(model.KindDestinationRule))
+}
 
 // listenersCacheName is the cache entry name of a router's whole LDS
 // answer (all its listeners); it cannot clash with a listener name.
@@ -100,7 +104,7 @@ func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext,
 		}
 		out = append(out, r)
 	}
-	cache.Add(key, listenerDeps, tok, slices.Clip(out))
+	cache.Add(key, listenerDeps(), tok, slices.Clip(out))
 	return slices.Clone(out), nil
 }
 
@@ -127,7 +131,7 @@ func (g RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w 
 		if err != nil {
 			return nil, fmt.Errorf("rds for %s: route %s: %w", proxy.ID, n, err)
 		}
-		cache.Add(key, routeDeps, tok, []*discovery.Resource{r})
+		cache.Add(key, routeDeps(), tok, []*discovery.Resource{r})
 		out = append(out, r)
 	}
 	return out, nil

@@ -17,6 +17,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
 )
@@ -39,6 +40,16 @@ import (
 // not a router, or that no Gateway selects, gets no listener.
 func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) []*listenerv3.Listener {
 	byPort, ports := servers(proxy, push)
+	// RequestAuthentication applies to routers as to sidecars (Istio's
+	// ingress JWT): the policies selecting the router's labels in its namespace.
+	jwt, warnings, err := authn.JWTFilterFor(push.SecurityPolicies(), proxy.ConfigNamespace(), proxy.Labels())
+	for _, w := range warnings {
+		log.Warn("security policy field not applied", "warning", w)
+	}
+	if err != nil {
+		log.Error("RequestAuthentication not applied", "error", err)
+		jwt = nil
+	}
 	var out []*listenerv3.Listener
 	for _, port := range ports {
 		l := &listenerv3.Listener{
@@ -46,7 +57,7 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 			Address:          cluster.SocketAddress(listener.WildcardAddress, port),
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		}
-		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, labels: proxy.Labels(), seen: map[string]bool{}}
+		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, labels: proxy.Labels(), jwt: jwt, seen: map[string]bool{}}
 		for _, s := range byPort[port] {
 			b.add(s, push)
 		}
@@ -79,6 +90,8 @@ type chainBuilder struct {
 	statPrefix string
 	// labels are the router's, for tcp routes' sourceLabels.
 	labels map[string]string
+	// jwt is the RequestAuthentication filter of the router, or nil.
+	jwt *hcmv3.HttpFilter
 	// chains match SNI; plain is the chain without a match (plain HTTP or
 	// opaque TCP, the first such server of the port), last.
 	chains []*listenerv3.FilterChain
@@ -99,7 +112,7 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 			}
 			return
 		}
-		hcm, err := connectionManager(b.statPrefix, s.routeName())
+		hcm, err := connectionManager(b.statPrefix, s.routeName(), b.jwt)
 		if err != nil {
 			log.Error("gateway server not served", "error", err)
 			return
@@ -116,7 +129,7 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 			log.Warn("gateway server not served", "error", err)
 			return
 		}
-		hcm, err := connectionManager(b.statPrefix, s.routeName())
+		hcm, err := connectionManager(b.statPrefix, s.routeName(), b.jwt)
 		if err != nil {
 			log.Error("gateway server not served", "error", err)
 			return
@@ -252,8 +265,9 @@ func tcpProxy(routes []*networking.RouteDestination, ns string, push *model.Push
 
 // connectionManager is the sidecar's RDS connection manager with the
 // gateway settings Istio adds: the client address is the connection's peer
-// (use_remote_address), as the gateway is the mesh's edge.
-func connectionManager(statPrefix, routeName string) (*listenerv3.Filter, error) {
+// (use_remote_address), as the gateway is the mesh's edge; jwt, when not
+// nil, goes first among the HTTP filters.
+func connectionManager(statPrefix, routeName string, jwt *hcmv3.HttpFilter) (*listenerv3.Filter, error) {
 	f, err := listener.RDSConnectionManager(statPrefix, routeName)
 	if err != nil {
 		return nil, err
@@ -263,6 +277,9 @@ func connectionManager(statPrefix, routeName string) (*listenerv3.Filter, error)
 		return nil, fmt.Errorf("http_connection_manager %s: %w", statPrefix, err)
 	}
 	hcm.UseRemoteAddress = wrapperspb.Bool(true)
+	if jwt != nil {
+		hcm.HttpFilters = append([]*hcmv3.HttpFilter{jwt}, hcm.HttpFilters...)
+	}
 	cfg, err := anypb.New(hcm)
 	if err != nil {
 		return nil, fmt.Errorf("http_connection_manager %s: %w", statPrefix, err)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -13,11 +14,14 @@ import (
 
 // Generator serves LDS. Logger may be nil (no logs).
 //
-// Outbound listeners are functions of their name, port, (TCP) service
-// hostname and translated tcp routes alone, so they are cached under those
-// with no dependency (only
+// Outbound listeners are functions of their name (which carries a
+// Sidecar egress bind address), port, (TCP) service hostname, translated
+// tcp routes and whether a Sidecar binds them (captureMode NONE) alone, so
+// they are cached under those with no dependency (only
 // a mesh-wide invalidation or the cache bound drops them); virtualOutbound
-// depends on the mesh only. virtualInbound is per proxy and built fresh.
+// depends on the mesh only. virtualInbound (and the real inbound listeners
+// of Sidecar ingress ports with captureMode NONE) is per proxy and built
+// fresh.
 type Generator struct {
 	Logger *slog.Logger
 }
@@ -58,15 +62,17 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 	out = append(out, vo...)
 
-	vi, err := virtualInbound(proxy, push, log)
+	vi, bound, err := inboundListeners(proxy, push, log)
 	if err != nil {
 		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 	}
-	r, err := cluster.Resource(vi.Name, vi)
-	if err != nil {
-		return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, vi.Name, err)
+	for _, l := range append([]*listenerv3.Listener{vi}, bound...) {
+		r, err := cluster.Resource(l.Name, l)
+		if err != nil {
+			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
+		}
+		out = append(out, r)
 	}
-	out = append(out, r)
 
 	for _, o := range specs {
 		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.cacheScope()}

@@ -30,17 +30,21 @@ func Name(address string, port uint32) string {
 // 0.0.0.0_PORT for TCP ports of services without one, unless an HTTP
 // listener owns the port. A VIP that is not an IP (a CIDR) counts as none. Headless (Passthrough) services get no TCP
 // listener: virtualOutbound passes their traffic through. Every listener
-// but the two virtual ones has bind_to_port false.
+// but the two virtual ones has bind_to_port false, except those a Sidecar
+// binds with captureMode NONE: the real inbound listeners IP_PORT of its
+// ingress ports and the outbound listeners of its egress ports. A Sidecar's
+// egress listeners with ports narrow which services get listeners on which
+// ports (see outboundListeners).
 func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*listenerv3.Listener, error) {
 	vo, err := virtualOutbound(push.SidecarScope(proxy).AllowAny())
 	if err != nil {
 		return nil, err
 	}
-	vi, err := virtualInbound(proxy, push, log)
+	vi, bound, err := inboundListeners(proxy, push, log)
 	if err != nil {
 		return nil, err
 	}
-	out := []*listenerv3.Listener{vo, vi}
+	out := append([]*listenerv3.Listener{vo, vi}, bound...)
 	for _, o := range outboundListeners(proxy, push, log) {
 		l, err := o.build()
 		if err != nil {
@@ -63,42 +67,90 @@ type outboundSpec struct {
 	// tcp are the VirtualService tcp routes of a TCP listener; nil: all to
 	// the service's cluster.
 	tcp tcpRoutes
+	// bindToPort is set for the listener of a Sidecar egress port with
+	// captureMode NONE: a real listener rather than one virtualOutbound
+	// hands connections to.
+	bindToPort bool
 }
 
 // cacheScope is what, with the name, determines the listener.
-func (o outboundSpec) cacheScope() string { return o.host + o.tcp.key() }
+func (o outboundSpec) cacheScope() string {
+	s := o.host + o.tcp.key()
+	if o.bindToPort {
+		s += "\x00bind"
+	}
+	return s
+}
 
 func (o outboundSpec) build() (*listenerv3.Listener, error) {
-	if o.host == "" {
-		return outboundHTTP(o.port)
+	var (
+		l   *listenerv3.Listener
+		err error
+	)
+	switch {
+	case o.host == "":
+		l, err = outboundHTTP(o.name, o.addr, o.port)
+	case o.tcp == nil:
+		l, err = outboundTCP(o.name, o.addr, o.port, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
+	default:
+		var chains []*listenerv3.FilterChain
+		chains, err = tcpFilterChains(o.tcp, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
+		if err != nil {
+			return nil, fmt.Errorf("listener %s: %w", o.name, err)
+		}
+		l = outboundListener(o.name, o.addr, o.port, nil)
+		l.FilterChains = chains
 	}
-	clusterName := cluster.BuildName(cluster.Outbound, "", o.host, o.port)
-	if o.tcp == nil {
-		return outboundTCP(o.name, o.addr, o.port, clusterName)
-	}
-	chains, err := tcpFilterChains(o.tcp, clusterName)
 	if err != nil {
-		return nil, fmt.Errorf("listener %s: %w", o.name, err)
+		return nil, err
 	}
-	l := outboundListener(o.name, o.addr, o.port, nil)
-	l.FilterChains = chains
+	if o.bindToPort {
+		// Envoy's default: bind.
+		l.BindToPort = nil
+	}
 	return l, nil
+}
+
+// egressAddress returns the address of the outbound listeners of a port
+// its Sidecar declares in an egress listener: the listener's bind, else
+// 127.0.0.1 for captureMode NONE (Istio binds such listeners to
+// localhost), else "" (the default: 0.0.0.0 or the service VIP).
+func egressAddress(ep model.EgressPort) string {
+	switch {
+	case ep.Bind != "":
+		return ep.Bind
+	case ep.BindToPort:
+		return "127.0.0.1"
+	}
+	return ""
 }
 
 // outboundListeners plans the outbound listeners of the services proxy sees
 // (see Build), HTTP listeners first by port, then TCP listeners in service
-// order, each with the tcp routes of its service's VirtualService.
+// order, each with the tcp routes of its service's VirtualService. Under a
+// Sidecar with egress listeners declaring ports, a service port gets a
+// listener only when the egress listener of that port (or, for a port no
+// listener declares, the catch-all one) selects the service
+// (SidecarScope.SelectsOnPort), with the protocol the egress port declares;
+// a declared HTTP port always gets its listener, and a declared bind or
+// captureMode NONE sets the listeners' address and bind_to_port.
 func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) []outboundSpec {
-	services := push.ServicesFor(proxy)
+	scope := push.SidecarScope(proxy)
+	services := scope.Services()
 	warn := func(vs string, err error) {
 		log.Warn("virtual service tcp route not applied", "virtualservice", vs, "error", err)
 	}
 	httpPorts := map[uint32]bool{}
 	for _, svc := range services {
 		for _, p := range svc.Ports {
-			if p.Protocol.IsHTTP() {
+			if scope.OutboundProtocol(p).IsHTTP() && scope.SelectsOnPort(svc, p.Port) {
 				httpPorts[p.Port] = true
 			}
+		}
+	}
+	for _, ep := range scope.EgressPorts() {
+		if ep.Protocol.IsHTTP() {
+			httpPorts[ep.Port] = true
 		}
 	}
 	ports := make([]uint32, 0, len(httpPorts))
@@ -108,7 +160,12 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
 	out := make([]outboundSpec, 0, len(ports)+len(services))
 	for _, p := range ports {
-		out = append(out, outboundSpec{name: Name(WildcardAddress, p), addr: WildcardAddress, port: p})
+		addr := WildcardAddress
+		ep, declared := scope.EgressPort(p)
+		if a := egressAddress(ep); declared && a != "" {
+			addr = a
+		}
+		out = append(out, outboundSpec{name: Name(addr, p), addr: addr, port: p, bindToPort: declared && ep.BindToPort})
 	}
 
 	taken := map[string]string{}
@@ -117,13 +174,17 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 			continue
 		}
 		for _, p := range svc.Ports {
-			if !p.Protocol.IsTCP() {
+			if !scope.OutboundProtocol(p).IsTCP() || !scope.SelectsOnPort(svc, p.Port) {
 				continue
 			}
+			ep, declared := scope.EgressPort(p.Port)
 			addr := WildcardAddress
-			if svc.HasAddress() && net.ParseIP(svc.Address) != nil {
+			switch {
+			case declared && egressAddress(ep) != "":
+				addr = egressAddress(ep)
+			case svc.HasAddress() && net.ParseIP(svc.Address) != nil:
 				addr = svc.Address
-			} else if httpPorts[p.Port] {
+			case httpPorts[p.Port]:
 				log.Debug("tcp port owned by an http listener; skipped", "service", svc.Hostname, "port", p.Port)
 				continue
 			}
@@ -134,19 +195,18 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 			}
 			taken[name] = svc.Hostname
 			out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname,
-				tcp: tcpRoutesFor(proxy, push, svc, p.Port, warn)})
+				tcp: tcpRoutesFor(proxy, push, svc, p.Port, warn), bindToPort: declared && ep.BindToPort})
 		}
 	}
 	return out
 }
 
-func outboundHTTP(port uint32) (*listenerv3.Listener, error) {
-	name := Name(WildcardAddress, port)
+func outboundHTTP(name, addr string, port uint32) (*listenerv3.Listener, error) {
 	hcm, err := RDSConnectionManager("outbound_"+name, strconv.FormatUint(uint64(port), 10))
 	if err != nil {
 		return nil, err
 	}
-	return outboundListener(name, WildcardAddress, port, hcm), nil
+	return outboundListener(name, addr, port, hcm), nil
 }
 
 func outboundTCP(name, addr string, port uint32, clusterName string) (*listenerv3.Listener, error) {

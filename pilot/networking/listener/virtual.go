@@ -2,21 +2,16 @@ package listener
 
 import (
 	"fmt"
-	"log/slog"
-	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	origdstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
-	"github.com/meshpilot/meshpilot/pilot/networking/route"
 )
 
 // Names and ports of the two listeners iptables redirects to.
@@ -61,15 +56,15 @@ func virtualOutbound(allowAny bool) (*listenerv3.Listener, error) {
 }
 
 // virtualInbound accepts every redirected inbound connection of proxy: per
-// target port of its own service ports (HTTP or TCP, to inbound|PORT||)
-// the filter chains its PeerAuthentication mode asks for (see
-// authn.Variants), each with the RBAC filters of the AuthorizationPolicies
-// that select it; anything else passes through to
-// InboundPassthroughCluster under the workload's mode: plaintext by the
-// default chain unless STRICT (then the default chain rejects), Istio mTLS
-// by a TLS chain unless DISABLE.
-func virtualInbound(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) (*listenerv3.Listener, error) {
-	targets := push.ServiceTargetsFor(proxy)
+// inbound port (inboundPorts: its own service target ports, or its
+// Sidecar's ingress listeners not bound to a port of their own) the filter
+// chains its PeerAuthentication mode asks for (see authn.Variants), each
+// with the RBAC filters of the AuthorizationPolicies that select it;
+// anything else passes through to InboundPassthroughCluster under the
+// workload's mode: plaintext by the default chain unless STRICT (then the
+// default chain rejects), Istio mTLS by a TLS chain unless DISABLE. sec is
+// the proxy's inbound security (securityFor).
+func virtualInbound(ports []inboundPort, sec inboundSecurity) (*listenerv3.Listener, error) {
 	origDst, err := anypb.New(&origdstv3.OriginalDst{})
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: original_dst: %w", VirtualInbound, err)
@@ -78,34 +73,16 @@ func virtualInbound(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	hasTCP := false
-	for _, t := range targets {
-		hasTCP = hasTCP || !t.Port.Protocol.IsHTTP()
-	}
-	sec, err := securityFor(proxy, push, hasTCP, log)
-	if err != nil {
-		return nil, err
-	}
 	chains := []*listenerv3.FilterChain{{
 		Name:             "virtualInbound-blackhole",
 		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(VirtualInboundPort)},
 		Filters:          []*listenerv3.Filter{loop},
 	}}
-	seen := map[uint32]model.ServiceTarget{}
-	for _, t := range targets {
-		if prev, dup := seen[t.TargetPort]; dup {
-			if prev.Port.Protocol.IsHTTP() != t.Port.Protocol.IsHTTP() {
-				log.Debug("inbound port served with two protocols; first wins", "port", t.TargetPort,
-					"kept", prev.Service.Hostname, "dropped", t.Service.Hostname)
-			}
+	for _, p := range ports {
+		if p.bindToPort {
 			continue
 		}
-		if t.TargetPort == VirtualInboundPort || t.Port.Protocol == model.ProtocolUDP {
-			continue
-		}
-		seen[t.TargetPort] = t
-		fcs, err := sec.chains(cluster.BuildName(cluster.Inbound, "", "", t.TargetPort), t.TargetPort, sec.peer.PortMode(t.TargetPort),
-			func() ([]*listenerv3.Filter, error) { return inboundFilters(t, sec) })
+		fcs, err := p.chains(sec)
 		if err != nil {
 			return nil, err
 		}
@@ -147,29 +124,4 @@ func virtualInbound(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 		FilterChains:       chains,
 		DefaultFilterChain: defaultChain,
 	}, nil
-}
-
-// inboundFilters returns the filters of an accepting chain of target t.
-func inboundFilters(t model.ServiceTarget, sec inboundSecurity) ([]*listenerv3.Filter, error) {
-	name := cluster.BuildName(cluster.Inbound, "", "", t.TargetPort)
-	if !t.Port.Protocol.IsHTTP() {
-		return sec.tcpFilters(name)
-	}
-	rc := &routev3.RouteConfiguration{
-		Name:             name,
-		ValidateClusters: wrapperspb.Bool(false),
-		VirtualHosts: []*routev3.VirtualHost{{
-			Name:    "inbound|http|" + strconv.FormatUint(uint64(t.Port.Port), 10),
-			Domains: []string{"*"},
-			Routes:  []*routev3.Route{route.DefaultRoute(name)},
-		}},
-	}
-	f, err := InlineConnectionManager("inbound_0.0.0.0_"+strconv.FormatUint(uint64(t.TargetPort), 10), rc)
-	if err != nil {
-		return nil, err
-	}
-	if f, err = sec.withRBAC(f); err != nil {
-		return nil, err
-	}
-	return []*listenerv3.Filter{f}, nil
 }

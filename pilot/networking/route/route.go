@@ -24,9 +24,11 @@ const (
 
 // BuildRouteConfiguration returns the route configuration name (a port
 // number, "9080") for proxy: one virtual host per visible HTTP service with
-// that port, then the catch-all host. A name that is not a port with HTTP
-// services gives an empty configuration of that name. A VirtualService that
-// cannot be translated is logged and its host gets the default route.
+// that port (under a Sidecar, those its egress listener for the port
+// selects; see model.PushContext.ServicesOnPort), then the catch-all
+// host. A name that is not a port with HTTP services gives an empty
+// configuration of that name. A VirtualService that cannot be translated
+// is logged and its host gets the default route.
 func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name string, log *slog.Logger) *routev3.RouteConfiguration {
 	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: wrapperspb.Bool(false)}
 	p, err := strconv.ParseUint(name, 10, 32)
@@ -35,9 +37,12 @@ func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name s
 	}
 	port := uint32(p)
 	used := map[string]bool{}
-	for _, svc := range push.ServicesFor(proxy) {
+	scope := push.SidecarScope(proxy)
+	// Under a Sidecar egress listener with this port, its hosts (and its
+	// protocol) decide.
+	for _, svc := range push.ServicesOnPort(proxy, port) {
 		sp, ok := svc.PortByNumber(port)
-		if !ok || !sp.Protocol.IsHTTP() {
+		if !ok || !scope.OutboundProtocol(sp).IsHTTP() {
 			continue
 		}
 		var domains []string
