@@ -17,6 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/meshpilot/meshpilot/internal/ready"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -70,7 +71,7 @@ type Controller struct {
 	// podsDirty is set when Pods changed since the last process (OnPodsChanged).
 	podsDirty bool
 	wake      chan struct{}
-	ready     chan struct{}
+	ready     *ready.Signal
 }
 
 var _ model.ServiceDiscovery = (*Controller)(nil)
@@ -99,7 +100,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 		factory: f,
 		dirty:   map[nsName]struct{}{},
 		wake:    make(chan struct{}, 1),
-		ready:   make(chan struct{}),
+		ready:   ready.New("kube controller"),
 	}
 	svcInf := f.Core().V1().Services()
 	epInf := f.Core().V1().Endpoints()
@@ -168,7 +169,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.markAll()
 	c.process()
-	close(c.ready)
+	c.ready.Mark()
 	c.opts.Log.Info("kubernetes registry synced", "services", len(c.reg.Services()))
 	for {
 		select {
@@ -182,24 +183,10 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // WaitReady blocks until the caches synced and the registry holds every
 // service, or ctx ends.
-func (c *Controller) WaitReady(ctx context.Context) error {
-	select {
-	case <-c.ready:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("kube controller: waiting for cache sync: %w", context.Cause(ctx))
-	}
-}
+func (c *Controller) WaitReady(ctx context.Context) error { return c.ready.Wait(ctx) }
 
 // HasSynced reports whether WaitReady would return at once.
-func (c *Controller) HasSynced() bool {
-	select {
-	case <-c.ready:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Controller) HasSynced() bool { return c.ready.Done() }
 
 // Services returns every service, sorted by hostname (an immutable snapshot).
 func (c *Controller) Services() []*model.Service { return c.reg.Services() }

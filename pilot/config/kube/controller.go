@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/meshpilot/meshpilot/internal/ready"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 	"github.com/meshpilot/meshpilot/pilot/config/support"
@@ -65,7 +66,7 @@ type Controller struct {
 	started map[model.Kind]cache.SharedIndexInformer
 	missing map[model.Kind]bool
 	runCtx  context.Context
-	ready   chan struct{}
+	ready   *ready.Signal
 	isReady bool
 	// resync serialises full re-evaluations after a filter change.
 	resync sync.Mutex
@@ -91,7 +92,7 @@ func New(opts Options) (*Controller, error) {
 		crdFactory: metadatainformer.NewSharedInformerFactory(opts.Metadata, 0),
 		started:    map[model.Kind]cache.SharedIndexInformer{},
 		missing:    map[model.Kind]bool{},
-		ready:      make(chan struct{}),
+		ready:      ready.New("istio config controller"),
 	}
 	c.unsupported = support.NewReporter(opts.Log, opts.SetUnsupportedFields)
 	c.crds = c.crdFactory.ForResource(crdResource).Informer()
@@ -151,7 +152,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.reevaluate()
 	c.mu.Lock()
 	c.isReady = true
-	close(c.ready)
+	c.ready.Mark()
 	c.mu.Unlock()
 	c.opts.Log.Info("Istio config synced", "kinds", len(synced))
 	<-ctx.Done()
@@ -159,24 +160,10 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // WaitReady blocks until the installed kinds are synced into Store.
-func (c *Controller) WaitReady(ctx context.Context) error {
-	select {
-	case <-c.ready:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("istio config controller: waiting for cache sync: %w", context.Cause(ctx))
-	}
-}
+func (c *Controller) WaitReady(ctx context.Context) error { return c.ready.Wait(ctx) }
 
 // HasSynced reports whether WaitReady would return at once.
-func (c *Controller) HasSynced() bool {
-	select {
-	case <-c.ready:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Controller) HasSynced() bool { return c.ready.Done() }
 
 // Watching returns the kinds whose informers run, sorted.
 func (c *Controller) Watching() []model.Kind {
@@ -271,9 +258,9 @@ func (c *Controller) remove(kind model.Kind, ns, name string) {
 
 func (c *Controller) notify(keys []model.ConfigKey) {
 	c.mu.Lock()
-	ready := c.isReady
+	synced := c.isReady
 	c.mu.Unlock()
-	if ready && len(keys) > 0 {
+	if synced && len(keys) > 0 {
 		c.opts.OnChange(keys)
 	}
 }
