@@ -57,6 +57,6 @@ spec:
 	})
 	// File endpoints (the example's pods) are served from their own shard.
 	waitClient(t, client, "file endpoints", func(c *adsc.Client) bool {
-		return len(endpointAddrs(c, "outbound|9080||productpage.default.svc.cluster.local")) == 1
+		return len(c.HealthyEndpoints("outbound|9080||productpage.default.svc.cluster.local")) == 1
 	})
 }

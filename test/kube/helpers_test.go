@@ -3,7 +3,6 @@ package kube_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -15,7 +14,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,30 +89,6 @@ func clusterNames(c *adsc.Client) []string {
 	var out []string
 	for n := range c.Resources(model.ClusterType) {
 		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// endpointAddrs is the sorted "ip:port" list (healthy only) of an EDS cluster, or nil.
-func endpointAddrs(c *adsc.Client, cluster string) []string {
-	a := c.Resources(model.EndpointType)[cluster]
-	if a == nil {
-		return nil
-	}
-	cla := &endpointv3.ClusterLoadAssignment{}
-	if a.UnmarshalTo(cla) != nil {
-		return nil
-	}
-	out := []string{}
-	for _, loc := range cla.GetEndpoints() {
-		for _, lb := range loc.GetLbEndpoints() {
-			if lb.GetHealthStatus() == corev3.HealthStatus_UNHEALTHY {
-				continue
-			}
-			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
-			out = append(out, fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue()))
-		}
 	}
 	sort.Strings(out)
 	return out

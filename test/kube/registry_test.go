@@ -138,7 +138,7 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 
 	client := runClient(t, srv, bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"}))
 	waitClient(t, client, "web's cluster and its one endpoint", func(c *adsc.Client) bool {
-		return isEDSCluster(c, webCluster) && slices.Equal(endpointAddrs(c, webCluster), []string{"10.1.0.1:8080"})
+		return isEDSCluster(c, webCluster) && slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080"})
 	})
 	checkEndpointMetadata(t, srv)
 
@@ -172,7 +172,7 @@ spec:
 `, "shop")
 	waitClient(t, client, "the v1 subset cluster and the VirtualService's route", func(c *adsc.Client) bool {
 		return hasCluster(c, webV1) && webRouteTimeout(c) == 7*time.Second &&
-			slices.Equal(endpointAddrs(c, webV1), []string{"10.1.0.1:8080"})
+			slices.Equal(c.HealthyEndpoints(webV1), []string{"10.1.0.1:8080"})
 	})
 
 	// An endpoint change is an EDS-only push: no new PushContext.
@@ -182,8 +182,8 @@ spec:
 	cdsPushes := metric(t, srv, "pilot_xds_pushes", `type="cds"`)
 	updateSlice(t, c, map[string]string{"web-1": "10.1.0.1", "web-2": "10.1.0.2"})
 	waitClient(t, client, "the second endpoint", func(c *adsc.Client) bool {
-		return slices.Equal(endpointAddrs(c, webCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"}) &&
-			slices.Equal(endpointAddrs(c, webV1), []string{"10.1.0.1:8080", "10.1.0.2:8080"})
+		return slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"}) &&
+			slices.Equal(c.HealthyEndpoints(webV1), []string{"10.1.0.1:8080", "10.1.0.2:8080"})
 	})
 	if srv.Discovery().PushContext() != pc {
 		t.Error("an endpoint-only change rebuilt the PushContext")
@@ -205,7 +205,7 @@ spec:
 	updateSlice(t, c, map[string]string{"web-1": "10.1.0.1", "web-2": "10.1.0.2", "web-3": "10.1.0.3"})
 	want := []string{"10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"}
 	waitClient(t, client, "the endpoint added after the restart", func(c *adsc.Client) bool {
-		return slices.Equal(endpointAddrs(c, webCluster), want)
+		return slices.Equal(c.HealthyEndpoints(webCluster), want)
 	})
 	if got := srv.Discovery().PushContext().Endpoints.Endpoints(webHost); len(got) != 3 {
 		t.Errorf("endpoint index holds %d endpoints of web after the restart, want 3: %v", len(got), got)
@@ -217,7 +217,7 @@ spec:
 	}
 	updateSlice(t, c, map[string]string{"web-1": "10.1.0.1", "web-3": "10.1.0.3"})
 	waitClient(t, client, "the removed endpoint gone", func(c *adsc.Client) bool {
-		return slices.Equal(endpointAddrs(c, webCluster), []string{"10.1.0.1:8080", "10.1.0.3:8080"})
+		return slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080", "10.1.0.3:8080"})
 	})
 	if err := c.CoreV1().Services("shop").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -2,14 +2,11 @@ package serviceentry_test
 
 import (
 	"context"
-	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -42,7 +39,7 @@ func waitClient(t *testing.T, c *adsc.Client, what string, cond func(*adsc.Clien
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.WaitFor(ctx, cond); err != nil {
-		t.Fatalf("waiting for %s: %v (endpoints now %v)", what, err, endpointAddrs(c, legacyCluster))
+		t.Fatalf("waiting for %s: %v (endpoints now %v)", what, err, c.HealthyEndpoints(legacyCluster))
 	}
 }
 
@@ -62,31 +59,6 @@ func loadAssignment(t *testing.T, c *adsc.Client, cluster string) *endpointv3.Cl
 		t.Errorf("EDS %s: %v", cluster, err)
 	}
 	return cla
-}
-
-// endpointAddrs is the sorted "ip:port" list (healthy only) of an EDS
-// cluster, or nil.
-func endpointAddrs(c *adsc.Client, cluster string) []string {
-	a := c.Resources(model.EndpointType)[cluster]
-	if a == nil {
-		return nil
-	}
-	cla := &endpointv3.ClusterLoadAssignment{}
-	if a.UnmarshalTo(cla) != nil {
-		return nil
-	}
-	out := []string{}
-	for _, loc := range cla.GetEndpoints() {
-		for _, lb := range loc.GetLbEndpoints() {
-			if lb.GetHealthStatus() == corev3.HealthStatus_UNHEALTHY {
-				continue
-			}
-			sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
-			out = append(out, fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue()))
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 func isEDSCluster(c *adsc.Client, name string) bool {

@@ -78,7 +78,7 @@ func TestKubeModeWorkloadSelectorPods(t *testing.T) {
 	client := runClient(t, srv, adsc.Config{
 		Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"})})
 	waitClient(t, client, "both legacy pods in EDS", func(c *adsc.Client) bool {
-		return isEDSCluster(c, legacyCluster) && slices.Equal(endpointAddrs(c, legacyCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"})
+		return isEDSCluster(c, legacyCluster) && slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"})
 	})
 	cla := loadAssignment(t, client, legacyCluster)
 	if got := cla.GetEndpoints()[0].GetLocality(); got.GetRegion() != "eu-west1" || got.GetZone() != "eu-west1-b" {
@@ -104,7 +104,7 @@ func TestKubeModeWorkloadSelectorPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClient(t, client, "the relabelled pod gone", func(c *adsc.Client) bool {
-		return slices.Equal(endpointAddrs(c, legacyCluster), []string{"10.1.0.1:8080"})
+		return slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.1:8080"})
 	})
 	endpointOnly("a pod relabel")
 
@@ -112,7 +112,7 @@ func TestKubeModeWorkloadSelectorPods(t *testing.T) {
 	p3 := createPod(t, c, "legacy-3", "10.1.0.3", legacy, false)
 	setStatus(t, c, p3, "10.1.0.3", true)
 	waitClient(t, client, "the pod that became Ready", func(c *adsc.Client) bool {
-		return slices.Equal(endpointAddrs(c, legacyCluster), []string{"10.1.0.1:8080", "10.1.0.3:8080"})
+		return slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.1:8080", "10.1.0.3:8080"})
 	})
 	endpointOnly("a pod turning Ready")
 
@@ -122,7 +122,7 @@ func TestKubeModeWorkloadSelectorPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClient(t, client, "the deleted pod gone", func(c *adsc.Client) bool {
-		return slices.Equal(endpointAddrs(c, legacyCluster), []string{"10.1.0.3:8080"})
+		return slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.3:8080"})
 	})
 	endpointOnly("a pod delete")
 }
