@@ -48,6 +48,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 			if err := applyEnv(&opts, getenv); err != nil {
 				return err
 			}
+			applyPodNamespace(&opts, cmd.Flags().Changed("namespace"), getenv)
 			opts.Log = logging.New(stderr, level)
 			// In a pod with neither source given, read the cluster (as istiod).
 			if opts.ConfigDir == "" && opts.Kubeconfig == "" && getenv("KUBERNETES_SERVICE_HOST") != "" {
@@ -138,4 +139,13 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		opts.PushThrottle = n
 	}
 	return nil
+}
+
+// applyPodNamespace takes the control plane's namespace from POD_NAMESPACE
+// (set by the chart from the downward API, as istiod reads it) unless
+// --namespace was given.
+func applyPodNamespace(opts *bootstrap.Options, flagSet bool, getenv func(string) string) {
+	if v := getenv("POD_NAMESPACE"); v != "" && !flagSet {
+		opts.Namespace = v
+	}
 }

@@ -66,6 +66,26 @@ func TestApplyEnv(t *testing.T) {
 	}
 }
 
+func TestPodNamespace(t *testing.T) {
+	env := func(k string) string { return map[string]string{"POD_NAMESPACE": "mesh-control"}[k] }
+	opts := bootstrap.DefaultOptions()
+	applyPodNamespace(&opts, false, env)
+	if opts.Namespace != "mesh-control" {
+		t.Errorf("namespace %q, want POD_NAMESPACE's mesh-control", opts.Namespace)
+	}
+	opts = bootstrap.DefaultOptions()
+	opts.Namespace = "from-flag"
+	applyPodNamespace(&opts, true, env)
+	if opts.Namespace != "from-flag" {
+		t.Errorf("namespace %q: POD_NAMESPACE overrode --namespace", opts.Namespace)
+	}
+	opts = bootstrap.DefaultOptions()
+	applyPodNamespace(&opts, false, func(string) string { return "" })
+	if opts.Namespace != "istio-system" {
+		t.Errorf("default namespace %q, want istio-system", opts.Namespace)
+	}
+}
+
 func TestDefaultsFromIstio(t *testing.T) {
 	opts := bootstrap.DefaultOptions()
 	if opts.DebounceAfter != 100*time.Millisecond || opts.DebounceMax != 10*time.Second || !opts.EnableEDSDebounce || opts.PushThrottle != 100 {
