@@ -68,6 +68,9 @@ type PushContext struct {
 	// longest host first.
 	drWildcards map[string][]wildcardDR
 	drAll       []Config
+	// drSelected[namespace] are the rules with a workloadSelector, in store
+	// order; they are not in destinationRules (see DestinationRuleFor).
+	drSelected map[string][]*Config
 
 	gateways []Config
 	sidecars []Config
@@ -122,6 +125,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	}
 	if reuse && !req.Updated(KindDestinationRule) {
 		pc.destinationRules, pc.drAll, pc.drWildcards = prev.destinationRules, prev.drAll, prev.drWildcards
+		pc.drSelected = prev.drSelected
 	} else {
 		pc.initDestinationRules(env)
 	}
@@ -183,10 +187,15 @@ func (pc *PushContext) initVirtualServices(env *Environment) {
 func (pc *PushContext) initDestinationRules(env *Environment) {
 	pc.drAll = env.ConfigStore.List(KindDestinationRule)
 	pc.destinationRules = map[string]map[string]*Config{}
+	pc.drSelected = map[string][]*Config{}
 	for i := range pc.drAll {
 		c := &pc.drAll[i]
 		dr, ok := c.Spec.(*networking.DestinationRule)
 		if !ok {
+			continue
+		}
+		if dr.GetWorkloadSelector() != nil {
+			pc.drSelected[c.Namespace] = append(pc.drSelected[c.Namespace], c)
 			continue
 		}
 		h := ResolveShortname(dr.GetHost(), c.Namespace, pc.DomainSuffix)
@@ -296,7 +305,8 @@ func (pc *PushContext) Gateways() []Config { return pc.gateways }
 func (pc *PushContext) Sidecars() []Config { return pc.sidecars }
 
 // DestinationRule returns the rule for hostname as seen from a proxy in
-// proxyNS, with Istio's precedence: the proxy's namespace, then the service's
+// proxyNS, rules with a workloadSelector aside (see DestinationRuleFor),
+// with Istio's precedence: the proxy's namespace, then the service's
 // namespace, then the root namespace. Within a namespace an exact host beats
 // the longest matching wildcard.
 func (pc *PushContext) DestinationRule(proxyNS string, svc *Service) *Config {

@@ -74,7 +74,11 @@ type Service struct {
 	Selector map[string]string
 	// ExportTo lists namespaces that may see the service; empty or "*" means all.
 	ExportTo []string
-	Registry Registry
+	// SubjectAltNames are extra identities the service's workloads may
+	// present (a ServiceEntry's subjectAltNames): Istio mTLS clusters accept
+	// them besides the endpoints' service accounts.
+	SubjectAltNames []string
+	Registry        Registry
 	// ResourceVersion of the defining object, when known.
 	ResourceVersion string
 }

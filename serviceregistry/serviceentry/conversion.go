@@ -47,6 +47,7 @@ func Convert(cfg *model.Config, domain string) []*model.Service {
 			Labels:          maps.Clone(cfg.Labels),
 			Selector:        maps.Clone(selector),
 			ExportTo:        slices.Clone(se.GetExportTo()),
+			SubjectAltNames: slices.Clone(se.GetSubjectAltNames()),
 			Registry:        model.RegistryServiceEntry,
 			ResourceVersion: cfg.ResourceVersion,
 		})

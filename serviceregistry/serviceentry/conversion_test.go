@@ -90,11 +90,12 @@ func TestConvertBookinfoGoogleAPIs(t *testing.T) {
 
 func TestConvertStatic(t *testing.T) {
 	cfg := seConfig("local", "shop", &networking.ServiceEntry{
-		Hosts:      []string{"echo", "echo.example.com"},
-		Addresses:  []string{"240.0.0.10", "240.0.0.11"},
-		Location:   networking.ServiceEntry_MESH_INTERNAL,
-		Resolution: networking.ServiceEntry_STATIC,
-		ExportTo:   []string{"."},
+		Hosts:           []string{"echo", "echo.example.com"},
+		Addresses:       []string{"240.0.0.10", "240.0.0.11"},
+		Location:        networking.ServiceEntry_MESH_INTERNAL,
+		Resolution:      networking.ServiceEntry_STATIC,
+		ExportTo:        []string{"."},
+		SubjectAltNames: []string{"spiffe://example.com/echo"},
 		Ports: []*networking.ServicePort{
 			{Number: 9080, Name: "http-echo"},
 			{Number: 7070, Name: "grpc", Protocol: "GRPC", TargetPort: 17070},
@@ -115,6 +116,7 @@ func TestConvertStatic(t *testing.T) {
 		},
 		Resolution: model.ClientSideLB, Labels: map[string]string{"team": "a"},
 		ExportTo: []string{"."}, Registry: model.RegistryServiceEntry,
+		SubjectAltNames: []string{"spiffe://example.com/echo"},
 	}
 	short, long := base, base
 	short.Hostname, long.Hostname = "echo.shop.svc.cluster.local", "echo.example.com"

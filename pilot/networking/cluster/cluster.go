@@ -34,7 +34,7 @@ func Build(proxy *model.Proxy, push *model.PushContext) ([]*clusterv3.Cluster, e
 		}
 	}
 	for _, svc := range push.ServicesFor(proxy) {
-		cs, err := ServiceClusters(push, svc, push.DestinationRule(proxy.ConfigNamespace(), svc), timeout)
+		cs, err := ServiceClusters(push, svc, push.DestinationRuleFor(proxy, svc), timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -208,11 +208,12 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 		return nil, fmt.Errorf("service %s: resolution %v: not supported", svc.Hostname, svc.Resolution)
 	}
 	applyConnectionPool(c, policy.GetConnectionPool())
+	applyRetryBudget(c, policy.GetRetryBudget())
 	applyOutlierDetection(c, policy.GetOutlierDetection())
 	if svc.Resolution != model.Passthrough {
 		applyLB(c, policy.GetLoadBalancer())
 	}
-	if err := applyHTTPOptions(c, port, policy.GetConnectionPool(), policy.GetTls(), push.Mesh); err != nil {
+	if err := applyHTTPOptions(c, port, policy, push.Mesh); err != nil {
 		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
 	t := tlsTarget{port: port, subset: subset, host: svc.Hostname, serviceAccounts: sas}
@@ -221,6 +222,9 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 	}
 	if auto.applies(policy) {
 		auto.apply(c, t)
+	}
+	if err := applyProxyProtocol(c, policy.GetProxyProtocol()); err != nil {
+		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
 	return c, nil
 }

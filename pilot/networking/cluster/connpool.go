@@ -3,10 +3,14 @@ package cluster
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	commonmatcherv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/matcher/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -66,15 +70,22 @@ func applyConnectionPool(c *clusterv3.Cluster, cp *networking.ConnectionPoolSett
 }
 
 // applyHTTPOptions sets typed_extension_protocol_options HttpProtocolOptions
-// when the port or the pool asks for anything: HTTP/2 for HTTP/2 ports (and
-// HTTP/1 ports with h2UpgradePolicy UPGRADE, or the mesh's UPGRADE default),
-// the downstream protocol with useClientProtocol, and the common options
-// idleTimeout, maxRequestsPerConnection and tcp.maxConnectionDuration.
-func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, cp *networking.ConnectionPoolSettings, tls *networking.ClientTLSSettings, mesh *meshconfig.MeshConfig) error {
+// when the port or the policy asks for anything: HTTP/2 for HTTP/2 ports
+// (and HTTP/1 ports with h2UpgradePolicy UPGRADE, or the mesh's UPGRADE
+// default), the downstream protocol with useClientProtocol, the common
+// options idleTimeout (http's, else tcp's, as Istio), maxRequestsPerConnection
+// and tcp.maxConnectionDuration, and, on HTTP ports, the outlier detection
+// error matcher of outlierDetection.outlierDetectionHttpErrorCodes.
+func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, policy *networking.TrafficPolicy, mesh *meshconfig.MeshConfig) error {
+	cp, tls := policy.GetConnectionPool(), policy.GetTls()
 	common := &corev3.HttpProtocolOptions{}
 	hasCommon := false
-	if d := cp.GetHttp().GetIdleTimeout(); d != nil {
-		common.IdleTimeout, hasCommon = durationpb.New(d.AsDuration()), true
+	idle := cp.GetHttp().GetIdleTimeout()
+	if idle == nil {
+		idle = cp.GetTcp().GetIdleTimeout()
+	}
+	if idle != nil {
+		common.IdleTimeout, hasCommon = durationpb.New(idle.AsDuration()), true
 	}
 	if v := cp.GetHttp().GetMaxRequestsPerConnection(); v > 0 {
 		common.MaxRequestsPerConnection, hasCommon = wrapperspb.UInt32(uint32(v)), true
@@ -85,6 +96,10 @@ func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, cp *networking.Conn
 	opts := &httpv3.HttpProtocolOptions{}
 	if hasCommon {
 		opts.CommonHttpProtocolOptions = common
+	}
+	if codes := policy.GetOutlierDetection().GetOutlierDetectionHttpErrorCodes(); len(codes) > 0 && port.Protocol.IsHTTP() {
+		// Needs an explicit protocol below, like the common options.
+		opts.OutlierDetection, hasCommon = outlierErrorMatcher(codes), true
 	}
 	if auto := autoSNI(tls); auto != nil {
 		// Needs an explicit protocol below, like the common options.
@@ -225,4 +240,50 @@ func autoSNI(tls *networking.ClientTLSSettings) *corev3.UpstreamHttpProtocolOpti
 		AutoSni:           true,
 		AutoSanValidation: len(tls.GetSubjectAltNames()) == 0 && !tls.GetInsecureSkipVerify().GetValue(),
 	}
+}
+
+// applyRetryBudget sets the circuit breaker's retry_budget from
+// trafficPolicy.retryBudget (percent, minRetryConcurrency, budgetInterval;
+// Envoy's defaults, 20% and 3, when unset). The budget replaces max_retries
+// as Envoy documents. nil rb: nothing.
+func applyRetryBudget(c *clusterv3.Cluster, rb *networking.TrafficPolicy_RetryBudget) {
+	if rb == nil || c.CircuitBreakers == nil || len(c.CircuitBreakers.Thresholds) == 0 {
+		return
+	}
+	b := &clusterv3.CircuitBreakers_Thresholds_RetryBudget{}
+	if p := rb.GetPercent(); p != nil {
+		b.BudgetPercent = &typev3.Percent{Value: max(0, min(p.GetValue(), 100))}
+	}
+	if v := rb.GetMinRetryConcurrency(); v > 0 {
+		b.MinRetryConcurrency = wrapperspb.UInt32(v)
+	}
+	if d := rb.GetBudgetInterval(); d != nil && d.AsDuration() > 0 {
+		b.BudgetInterval = durationpb.New(d.AsDuration())
+	}
+	c.CircuitBreakers.Thresholds[0].RetryBudget = b
+}
+
+// statusHeader is the HTTP/2 pseudo-header Envoy exposes the response code as.
+const statusHeader = ":status"
+
+// outlierErrorMatcher matches responses whose status is one of codes: the
+// HttpProtocolOptions outlier_detection error matcher, so that only those
+// count as errors towards consecutive5xxErrors and consecutiveGatewayErrors.
+func outlierErrorMatcher(codes []uint32) *httpv3.HttpProtocolOptions_OutlierDetection {
+	rules := make([]*commonmatcherv3.MatchPredicate, 0, len(codes))
+	for _, code := range codes {
+		rules = append(rules, &commonmatcherv3.MatchPredicate{Rule: &commonmatcherv3.MatchPredicate_HttpResponseHeadersMatch{
+			HttpResponseHeadersMatch: &commonmatcherv3.HttpHeadersMatch{Headers: []*routev3.HeaderMatcher{{
+				Name: statusHeader,
+				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+					MatchPattern: &matcherv3.StringMatcher_Exact{Exact: strconv.FormatUint(uint64(code), 10)},
+				}},
+			}}},
+		}})
+	}
+	m := rules[0]
+	if len(rules) > 1 {
+		m = &commonmatcherv3.MatchPredicate{Rule: &commonmatcherv3.MatchPredicate_OrMatch{OrMatch: &commonmatcherv3.MatchPredicate_MatchSet{Rules: rules}}}
+	}
+	return &httpv3.HttpProtocolOptions_OutlierDetection{ErrorMatcher: m}
 }

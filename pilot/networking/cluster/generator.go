@@ -87,7 +87,7 @@ func (Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, _
 // serviceResources returns the marshalled outbound clusters of svc for
 // proxy, from the cache when it holds them.
 func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, svc *model.Service, timeout *durationpb.Duration) (model.Resources, error) {
-	dr := push.DestinationRule(proxy.ConfigNamespace(), svc)
+	dr := push.DestinationRuleFor(proxy, svc)
 	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname}
 	if dr != nil {
 		key.Config = dr.Key()

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -21,6 +23,9 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings) {
 		switch lb.GetSimple() {
 		case networking.LoadBalancerSettings_ROUND_ROBIN:
 			c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+			if ss := slowStart(lb); ss != nil {
+				c.LbConfig = &clusterv3.Cluster_RoundRobinLbConfig_{RoundRobinLbConfig: &clusterv3.Cluster_RoundRobinLbConfig{SlowStartConfig: ss}}
+			}
 		case networking.LoadBalancerSettings_RANDOM:
 			c.LbPolicy = clusterv3.Cluster_RANDOM
 		case networking.LoadBalancerSettings_PASSTHROUGH:
@@ -30,9 +35,40 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings) {
 			return
 		default: // UNSPECIFIED, LEAST_CONN, LEAST_REQUEST
 			c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+			if ss := slowStart(lb); ss != nil {
+				c.LbConfig = &clusterv3.Cluster_LeastRequestLbConfig_{LeastRequestLbConfig: &clusterv3.Cluster_LeastRequestLbConfig{SlowStartConfig: ss}}
+			}
 		}
 	}
 	applyLocalityConfig(c, lb.GetLocalityLbSetting())
+}
+
+// SlowStartAggressionRuntimeKey is the runtime key of the slow start
+// aggression Envoy requires next to its default value.
+const SlowStartAggressionRuntimeKey = "upstream.istio.slow_start.aggression"
+
+// slowStart is the slow start config of loadBalancer.warmup (duration,
+// aggression, minimumPercent) or, when unset, of the deprecated
+// warmupDurationSecs (window only); nil when neither is set. Envoy applies
+// it to ROUND_ROBIN and LEAST_REQUEST only, as Istio does.
+func slowStart(lb *networking.LoadBalancerSettings) *clusterv3.Cluster_SlowStartConfig {
+	if w := lb.GetWarmup(); w != nil {
+		ss := &clusterv3.Cluster_SlowStartConfig{}
+		if d := w.GetDuration(); d != nil {
+			ss.SlowStartWindow = durationpb.New(d.AsDuration())
+		}
+		if a := w.GetAggression(); a != nil {
+			ss.Aggression = &corev3.RuntimeDouble{DefaultValue: a.GetValue(), RuntimeKey: SlowStartAggressionRuntimeKey}
+		}
+		if p := w.GetMinimumPercent(); p != nil {
+			ss.MinWeightPercent = &typev3.Percent{Value: max(0, min(p.GetValue(), 100))}
+		}
+		return ss
+	}
+	if d := lb.GetWarmupDurationSecs(); d != nil {
+		return &clusterv3.Cluster_SlowStartConfig{SlowStartWindow: durationpb.New(d.AsDuration())}
+	}
+	return nil
 }
 
 // maxRingSize is Envoy's (and grpc-go's) upper bound of a hash ring.
@@ -107,6 +143,9 @@ func hashPolicy(ch *networking.LoadBalancerSettings_ConsistentHashLB) *routev3.R
 		}}
 	case *networking.LoadBalancerSettings_ConsistentHashLB_HttpCookie:
 		cookie := &routev3.RouteAction_HashPolicy_Cookie{Name: key.HttpCookie.GetName(), Path: key.HttpCookie.GetPath()}
+		for _, a := range key.HttpCookie.GetAttributes() {
+			cookie.Attributes = append(cookie.Attributes, &routev3.RouteAction_HashPolicy_CookieAttribute{Name: a.GetName(), Value: a.GetValue()})
+		}
 		if ttl := key.HttpCookie.GetTtl(); ttl != nil {
 			cookie.Ttl = durationpb.New(ttl.AsDuration())
 		}

@@ -347,7 +347,6 @@ func TestWarnings(t *testing.T) {
 		},
 		"productpage": {
 			"DestinationRule default/productpage: trafficPolicy.outlierDetection.consecutiveErrors: ",
-			"DestinationRule default/productpage: trafficPolicy.portLevelSettings[port 9080].tls.caCrl: ",
 		},
 	}
 	for name, prefixes := range want {

@@ -103,6 +103,7 @@ func upstreamTLS(tls *networking.ClientTLSSettings, t tlsTarget) *tlsv3.Upstream
 		}
 		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{AgentSDSConfig(SecretDefault)}
 		common.ValidationContextType = combined(sans, AgentSDSConfig(SecretRootCA))
+		setCRL(common, tls.GetCaCrl())
 		common.AlpnProtocols = alpnInMesh
 		if h2 {
 			common.AlpnProtocols = alpnInMeshH2
@@ -131,11 +132,24 @@ func upstreamTLS(tls *networking.ClientTLSSettings, t tlsTarget) *tlsv3.Upstream
 			}
 			if !skipVerify && tls.GetCaCertificates() != "" {
 				common.ValidationContextType = combined(sans, AgentSDSConfig("file-root:"+tls.GetCaCertificates()))
+				setCRL(common, tls.GetCaCrl())
 			}
 		}
 		return out
 	}
 	return nil
+}
+
+// setCRL makes the validation context of common (a combined one) check the
+// server certificate against the certificate revocation list in the file
+// crl (tls.caCrl); "" leaves it alone. Istio ignores caCrl with a
+// credentialName, whose Secret carries its own CRL.
+func setCRL(common *tlsv3.CommonTlsContext, crl string) {
+	cv, ok := common.ValidationContextType.(*tlsv3.CommonTlsContext_CombinedValidationContext)
+	if crl == "" || !ok {
+		return
+	}
+	cv.CombinedValidationContext.DefaultValidationContext.Crl = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: crl}}
 }
 
 // combined is a validation context from SDS secret root plus exact subject
@@ -153,8 +167,10 @@ func combined(sans []string, root *tlsv3.SdsSecretConfig) *tlsv3.CommonTlsContex
 	}}
 }
 
-// ServiceAccounts returns the SPIFFE IDs of the workloads behind svc
-// ("spiffe://TRUST_DOMAIN/ns/NS/sa/SA"), sorted, from its endpoints.
+// ServiceAccounts returns the identities an Istio mTLS cluster of svc
+// accepts, sorted: the SPIFFE IDs of the workloads behind svc
+// ("spiffe://TRUST_DOMAIN/ns/NS/sa/SA"), from its endpoints, and, as
+// Istio appends them, the service's SubjectAltNames (a ServiceEntry's).
 func ServiceAccounts(push *model.PushContext, svc *model.Service) []string {
 	td := push.Mesh.GetTrustDomain()
 	if td == "" {
@@ -174,6 +190,12 @@ func ServiceAccounts(push *model.PushContext, svc *model.Service) []string {
 		if !seen[id] {
 			seen[id] = true
 			out = append(out, id)
+		}
+	}
+	for _, san := range svc.SubjectAltNames {
+		if !seen[san] {
+			seen[san] = true
+			out = append(out, san)
 		}
 	}
 	sort.Strings(out)

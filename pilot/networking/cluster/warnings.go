@@ -81,9 +81,9 @@ func (n *Notes) Add(set bool, field, why string) {
 // Ignored is the reason given for a field a generator leaves out entirely.
 const Ignored = "not supported, ignored"
 
-// AddIgnoredEverywhere notes the traffic policy fields that neither the
-// sidecar nor the proxyless gRPC clusters carry out: tunnel, proxyProtocol
-// and retryBudget.
+// AddIgnoredEverywhere notes the traffic policy fields that proxyless gRPC
+// clusters do not carry out whatever their values: tunnel, proxyProtocol
+// and retryBudget (sidecars carry out all but tunnel).
 func (n *Notes) AddIgnoredEverywhere(p *networking.TrafficPolicy) {
 	n.Add(p.GetTunnel() != nil, "tunnel", Ignored)
 	n.Add(p.GetProxyProtocol() != nil, "proxyProtocol", Ignored)
@@ -93,16 +93,34 @@ func (n *Notes) AddIgnoredEverywhere(p *networking.TrafficPolicy) {
 // unsupported lists "field: why" for the fields of p the sidecar generators ignore.
 func unsupported(p *networking.TrafficPolicy) Notes {
 	var out Notes
-	out.AddIgnoredEverywhere(p)
+	out.Add(p.GetTunnel() != nil, "tunnel", Ignored)
 	lb := p.GetLoadBalancer()
-	out.Add(lb.GetWarmupDurationSecs() != nil, "loadBalancer.warmupDurationSecs", Ignored)
-	out.Add(lb.GetWarmup() != nil, "loadBalancer.warmup", Ignored)
-	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", Ignored)
-	out.Add(len(lb.GetConsistentHash().GetHttpCookie().GetAttributes()) > 0, "loadBalancer.consistentHash.httpCookie.attributes", Ignored)
-	out.Add(p.GetConnectionPool().GetTcp().GetIdleTimeout() != nil, "connectionPool.tcp.idleTimeout", Ignored)
+	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting",
+		"not supported, ignored (needs Envoy zone-aware routing with a local cluster and regional priority tiers in EDS)")
+	warmup := "loadBalancer.warmup"
+	if lb.GetWarmup() == nil {
+		warmup = "loadBalancer.warmupDurationSecs"
+	}
+	out.Add((lb.GetWarmup() != nil || lb.GetWarmupDurationSecs() != nil) && !slowStartApplies(lb),
+		warmup, "Envoy slow start needs ROUND_ROBIN or LEAST_REQUEST, ignored")
 	od := p.GetOutlierDetection()
 	out.Add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
-	out.Add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", Ignored)
-	out.Add(p.GetTls().GetCaCrl() != "", "tls.caCrl", Ignored)
+	tls := p.GetTls()
+	out.Add(tls.GetCaCrl() != "" && tls.GetCredentialName() != "", "tls.caCrl", "ignored with credentialName (the Secret carries the CRL)")
+	out.Add(tls.GetCaCrl() != "" && tls.GetCredentialName() == "" && tls.GetCaCertificates() == "" &&
+		tls.GetMode() != networking.ClientTLSSettings_ISTIO_MUTUAL, "tls.caCrl", "needs caCertificates, ignored")
 	return out
+}
+
+// slowStartApplies reports whether lb balances with ROUND_ROBIN or
+// LEAST_REQUEST, the policies Envoy's slow start works with.
+func slowStartApplies(lb *networking.LoadBalancerSettings) bool {
+	if lb.GetConsistentHash() != nil {
+		return false
+	}
+	switch lb.GetSimple() {
+	case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH:
+		return false
+	}
+	return true
 }

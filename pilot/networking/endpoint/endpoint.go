@@ -63,7 +63,7 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 	if t.port, ok = t.svc.PortByNumber(portNum); !ok {
 		return t
 	}
-	t.dr = push.DestinationRule(proxy.ConfigNamespace(), t.svc)
+	t.dr = push.DestinationRuleFor(proxy, t.svc)
 	if subset != "" && model.Subset(t.dr, subset) == nil {
 		return t
 	}

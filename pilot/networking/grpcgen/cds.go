@@ -51,7 +51,7 @@ func allClusterNames(proxy *model.Proxy, push *model.PushContext) []string {
 // subsetNames lists "" (the whole service) and the DestinationRule's subsets.
 func subsetNames(proxy *model.Proxy, push *model.PushContext, svc *model.Service) []string {
 	out := []string{""}
-	if dr := push.DestinationRule(proxy.ConfigNamespace(), svc); dr != nil {
+	if dr := push.DestinationRuleFor(proxy, svc); dr != nil {
 		for _, s := range dr.Spec.(*networking.DestinationRule).GetSubsets() {
 			if s.GetName() != "" {
 				out = append(out, s.GetName())
@@ -88,7 +88,7 @@ func resolveCluster(proxy *model.Proxy, push *model.PushContext, name string) (c
 	if !ok {
 		return clusterTarget{}, false
 	}
-	dr := push.DestinationRule(proxy.ConfigNamespace(), svc)
+	dr := push.DestinationRuleFor(proxy, svc)
 	ct := clusterTarget{service: svc, port: port, rule: dr}
 	if subset == "" {
 		return ct, true

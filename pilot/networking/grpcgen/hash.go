@@ -8,13 +8,13 @@ import (
 )
 
 // headerHashPolicy is the consistent-hash policy of host, subset and port
-// for a proxyless client in proxyNS, kept only when it hashes on a header:
+// for the proxyless client proxy, kept only when it hashes on a header:
 // grpc-go's ring_hash reads header hash policies (and the channel ID
 // filter state, which Istio has no field for), not cookies, source IPs or
 // query parameters.
-func headerHashPolicy(push *model.PushContext, proxyNS, host, subset string, port uint32) []*routev3.RouteAction_HashPolicy {
+func headerHashPolicy(push *model.PushContext, proxy *model.Proxy, host, subset string, port uint32) []*routev3.RouteAction_HashPolicy {
 	var out []*routev3.RouteAction_HashPolicy
-	for _, hp := range route.PushHashPolicies(push, proxyNS)(host, subset, port) {
+	for _, hp := range route.PushHashPolicies(push, proxy)(host, subset, port) {
 		if hp.GetHeader() != nil {
 			out = append(out, hp)
 		}

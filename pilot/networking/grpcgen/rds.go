@@ -77,7 +77,7 @@ func routesFor(proxy *model.Proxy, push *model.PushContext, t target, log *slog.
 		return routes, nil
 	}
 	r := defaultRoute(t)
-	r.GetRoute().HashPolicy = headerHashPolicy(push, proxy.ConfigNamespace(), t.service.Hostname, "", t.port.Port)
+	r.GetRoute().HashPolicy = headerHashPolicy(push, proxy, t.service.Hostname, "", t.port.Port)
 	return []*routev3.Route{r}, nil
 }
 

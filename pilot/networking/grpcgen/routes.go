@@ -281,7 +281,7 @@ func destinationCluster(rc routeContext, d *networking.Destination) string {
 // traffic policy, nil when it has none.
 func destinationHashPolicy(rc routeContext, d *networking.Destination) []*routev3.RouteAction_HashPolicy {
 	host, port := destinationHostPort(rc, d)
-	return headerHashPolicy(rc.push, rc.proxy.ConfigNamespace(), host, d.GetSubset(), port)
+	return headerHashPolicy(rc.push, rc.proxy, host, d.GetSubset(), port)
 }
 
 func destinationHostPort(rc routeContext, d *networking.Destination) (string, uint32) {

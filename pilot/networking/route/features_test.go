@@ -322,10 +322,14 @@ func TestUnsupportedFieldsWarn(t *testing.T) {
 	}, {Delegate: &networking.Delegate{Name: "missing"}}}}
 	t.Run("static", func(t *testing.T) {
 		got := route.UnsupportedFields(vs)
-		for _, field := range []string{"http[0].fault.delay.exponentialDelay", "http[0].fault.abort.http2Error", "http[0].retries.retryRemoteLocalities", "http[0].headers.response.set[:status]"} {
+		for _, field := range []string{"http[0].fault.delay.exponentialDelay", "http[0].fault.abort.http2Error", "http[0].headers.response.set[:status]"} {
 			if !slices.ContainsFunc(got, func(w string) bool { return strings.HasPrefix(w, field+":") }) {
 				t.Errorf("no warning for %s in %q", field, got)
 			}
+		}
+		// retryRemoteLocalities is carried out (retry_priority), so not warned.
+		if slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "retryRemoteLocalities") }) {
+			t.Errorf("warnings %q name retryRemoteLocalities", got)
 		}
 	})
 	t.Run("translation", func(t *testing.T) {
@@ -352,13 +356,15 @@ func TestGeneratorLogsWarnings(t *testing.T) {
 	in := nt.Standard()
 	vs := in.Configs[1].Spec.(*networking.VirtualService)
 	vs = proto.Clone(vs).(*networking.VirtualService)
-	vs.Http[1].Retries = &networking.HTTPRetry{Attempts: 1, RetryRemoteLocalities: wrapperspb.Bool(true)}
+	vs.Http[1].Fault = &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{
+		ErrorType: &networking.HTTPFaultInjection_Abort_Http2Error{Http2Error: "REFUSED_STREAM"},
+	}}
 	in.Configs[1].Spec = vs
 	w := &model.WatchedResource{TypeURL: model.RouteType, ResourceNames: map[string]struct{}{"9080": {}}}
 	if _, err := (route.Generator{Logger: log}).Generate(nt.Proxy("10.9.9.9", "c", "default", nil), in.PushContext(), w, &model.PushRequest{Full: true}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "http[1].retries.retryRemoteLocalities") || !strings.Contains(buf.String(), "default/reviews") {
+	if !strings.Contains(buf.String(), "http[1].fault.abort.http2Error") || !strings.Contains(buf.String(), "default/reviews") {
 		t.Errorf("log %q: want a warning naming the field and the VirtualService", buf.String())
 	}
 }

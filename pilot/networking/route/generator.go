@@ -67,10 +67,11 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 
 // routeScope is what, besides the route name, makes two proxies' route
 // configurations differ: the namespace and the Sidecar in force (service
-// and VirtualService visibility, short-name domains) and, only when a
-// VirtualService uses sourceLabels, the labels.
+// and VirtualService visibility, short-name domains), the labels that
+// DestinationRule workload selectors of the namespace name (hash
+// policies) and, only when a VirtualService uses sourceLabels, the labels.
 func routeScope(proxy *model.Proxy, push *model.PushContext) string {
-	ns := proxy.ConfigNamespace() + push.SidecarScope(proxy).CacheScope()
+	ns := proxy.ConfigNamespace() + push.SidecarScope(proxy).CacheScope() + push.DestinationRuleScope(proxy)
 	if !push.VirtualServicesUseSourceLabels() || len(proxy.Labels()) == 0 {
 		return ns
 	}

@@ -13,15 +13,15 @@ import (
 type HashPolicyLookup func(host, subset string, port uint32) []*routev3.RouteAction_HashPolicy
 
 // PushHashPolicies looks hash policies up in the DestinationRules of push
-// that apply to a client in proxyNS (cluster.HashPolicy on the effective
-// rule). Hosts with no service give nil.
-func PushHashPolicies(push *model.PushContext, proxyNS string) HashPolicyLookup {
+// that apply to proxy (cluster.HashPolicy on the rule
+// model.PushContext.DestinationRuleFor picks). Hosts with no service give nil.
+func PushHashPolicies(push *model.PushContext, proxy *model.Proxy) HashPolicyLookup {
 	return func(host, subset string, port uint32) []*routev3.RouteAction_HashPolicy {
 		svc := push.ServiceByHost(host)
 		if svc == nil {
 			return nil
 		}
-		return cluster.HashPolicy(push.DestinationRule(proxyNS, svc), subset, port)
+		return cluster.HashPolicy(push.DestinationRuleFor(proxy, svc), subset, port)
 	}
 }
 

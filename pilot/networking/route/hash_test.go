@@ -103,7 +103,7 @@ func TestHashPolicyFromDestinationRule(t *testing.T) {
 
 func TestHashPolicyLookupNil(t *testing.T) {
 	push := bookinfoHashed(t, "httpHeaderName: x-user")
-	if got := route.PushHashPolicies(push, "default")("nosuch.default.svc.cluster.local", "", 9080); got != nil {
+	if got := route.PushHashPolicies(push, nt.Proxy("10.9.9.9", "c", "default", nil))("nosuch.default.svc.cluster.local", "", 9080); got != nil {
 		t.Errorf("unknown host: %v, want nil", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -21,6 +22,9 @@ const (
 	DefaultRetryOn       = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
 	DefaultRetryAttempts = 2
 	previousHostsName    = "envoy.retry_host_predicates.previous_hosts"
+	// previousPrioritiesName is Envoy's retry priority plugin that skips
+	// priorities already tried.
+	previousPrioritiesName = "envoy.retry_priorities.previous_priorities"
 )
 
 // DefaultRetryPolicy is the retry policy of a route whose VirtualService
@@ -70,7 +74,24 @@ func RetryPolicy(in *networking.HTTPRetry) *routev3.RetryPolicy {
 		p.RetryHostPredicate = nil
 		p.HostSelectionRetryMaxAttempts = 0
 	}
+	if in.GetRetryRemoteLocalities().GetValue() {
+		p.RetryPriority = previousPriorities()
+	}
 	return p
+}
+
+// previousPrioritiesUpdateFrequency is how many attempts Envoy makes
+// before it excludes the priorities tried so far, Istio's value.
+const previousPrioritiesUpdateFrequency = 2
+
+// previousPriorities is Istio's retry priority for retryRemoteLocalities:
+// retries move on to priorities (localities) not tried before.
+func previousPriorities() *routev3.RetryPolicy_RetryPriority {
+	cfg, _ := anypb.New(&previousprioritiesv3.PreviousPrioritiesConfig{UpdateFrequency: previousPrioritiesUpdateFrequency}) // always marshals
+	return &routev3.RetryPolicy_RetryPriority{
+		Name:       previousPrioritiesName,
+		ConfigType: &routev3.RetryPolicy_RetryPriority_TypedConfig{TypedConfig: cfg},
+	}
 }
 
 // parseRetryOn splits a retryOn list into Envoy retry_on conditions and

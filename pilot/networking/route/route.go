@@ -76,7 +76,7 @@ func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Servi
 		t, err := TranslateVirtualService(c.Spec.(*networking.VirtualService), c.Namespace, Options{
 			Port: port, Domain: push.DomainSuffix, ProxyNamespace: proxy.ConfigNamespace(),
 			Labels: proxy.Labels(), Delegates: PushDelegates(push),
-			HashPolicy: PushHashPolicies(push, proxy.ConfigNamespace()),
+			HashPolicy: PushHashPolicies(push, proxy),
 		})
 		for _, w := range t.Warnings {
 			log.Warn("virtual service field not applied", "virtualservice", c.Namespace+"/"+c.Name, "field", w)
@@ -88,7 +88,7 @@ func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Servi
 	}
 	r := DefaultRoute(cluster.BuildName(cluster.Outbound, "", svc.Hostname, port))
 	r.GetRoute().RetryPolicy = DefaultRetryPolicy()
-	r.GetRoute().HashPolicy = PushHashPolicies(push, proxy.ConfigNamespace())(svc.Hostname, "", port)
+	r.GetRoute().HashPolicy = PushHashPolicies(push, proxy)(svc.Hostname, "", port)
 	return []*routev3.Route{r}
 }
 

@@ -19,13 +19,10 @@ func UnsupportedFields(vs *networking.VirtualService) []string {
 	for i, h := range vs.GetHttp() {
 		p := fmt.Sprintf("http[%d]", i)
 		if d := h.GetFault().GetDelay(); d.GetExponentialDelay() != nil {
-			add("%s.fault.delay.exponentialDelay", p)
+			out = append(out, p+".fault.delay.exponentialDelay: Envoy's fault filter has fixed and header delays only, ignored")
 		}
 		if a := h.GetFault().GetAbort(); a.GetHttp2Error() != "" {
-			add("%s.fault.abort.http2Error", p)
-		}
-		if r := h.GetRetries(); r.GetRetryRemoteLocalities().GetValue() {
-			add("%s.retries.retryRemoteLocalities", p)
+			out = append(out, p+".fault.abort.http2Error: Envoy's fault filter aborts with an HTTP or gRPC status only, ignored")
 		}
 		out = append(out, headerWarnings(p+".headers", h.GetHeaders())...)
 		for k, d := range h.GetRoute() {
