@@ -16,7 +16,9 @@ import (
 //
 // Outbound listeners are functions of their name (which carries a
 // Sidecar egress bind address), port, (TCP) service hostname, translated
-// tcp routes and whether a Sidecar binds them (captureMode NONE) alone, so
+// tcp routes, translated tls chains with the outboundTrafficPolicy their
+// default chain follows, and whether a Sidecar binds them (captureMode
+// NONE) alone, so
 // they are cached under those with no dependency (only
 // a mesh-wide invalidation or the cache bound drops them); virtualOutbound
 // depends on the mesh only. virtualInbound (and the real inbound listeners

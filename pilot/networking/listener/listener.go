@@ -29,7 +29,11 @@ func Name(address string, port uint32) string {
 // "PORT"), one VIP_PORT listener per TCP service port with a VIP and
 // 0.0.0.0_PORT for TCP ports of services without one, unless an HTTP
 // listener owns the port. A VIP that is not an IP (a CIDR) counts as none. Headless (Passthrough) services get no TCP
-// listener: virtualOutbound passes their traffic through. Every listener
+// listener: virtualOutbound passes their traffic through, except on TLS
+// and HTTPS ports of ServiceEntries (resolution NONE). TLS and HTTPS ports
+// get filter chains by SNI from VirtualService tls routes (see
+// tlsRoutesFor and outboundTLS); those of services without a VIP share
+// 0.0.0.0_PORT. Every listener
 // but the two virtual ones has bind_to_port false, except those a Sidecar
 // binds with captureMode NONE: the real inbound listeners IP_PORT of its
 // ingress ports and the outbound listeners of its egress ports. A Sidecar's
@@ -67,6 +71,13 @@ type outboundSpec struct {
 	// tcp are the VirtualService tcp routes of a TCP listener; nil: all to
 	// the service's cluster.
 	tcp tcpRoutes
+	// tls, non-nil for the listener of a TLS or HTTPS port, are its filter
+	// chains: the tls routes of its services, or their own clusters; several
+	// services without a VIP share one 0.0.0.0 listener by SNI.
+	tls tlsRoutes
+	// allowAny picks where a TLS listener sends what no chain claims:
+	// PassthroughCluster, else BlackHoleCluster.
+	allowAny bool
 	// bindToPort is set for the listener of a Sidecar egress port with
 	// captureMode NONE: a real listener rather than one virtualOutbound
 	// hands connections to.
@@ -76,6 +87,9 @@ type outboundSpec struct {
 // cacheScope is what, with the name, determines the listener.
 func (o outboundSpec) cacheScope() string {
 	s := o.host + o.tcp.key()
+	if o.tls != nil {
+		s += "\x00tls" + o.tls.key() + "\x00" + strconv.FormatBool(o.allowAny)
+	}
 	if o.bindToPort {
 		s += "\x00bind"
 	}
@@ -90,6 +104,8 @@ func (o outboundSpec) build() (*listenerv3.Listener, error) {
 	switch {
 	case o.host == "":
 		l, err = outboundHTTP(o.name, o.addr, o.port)
+	case o.tls != nil:
+		l, err = outboundTLS(o.name, o.addr, o.port, o.tls, o.allowAny)
 	case o.tcp == nil:
 		l, err = outboundTCP(o.name, o.addr, o.port, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
 	default:
@@ -133,12 +149,18 @@ func egressAddress(ep model.EgressPort) string {
 // listener declares, the catch-all one) selects the service
 // (SidecarScope.SelectsOnPort), with the protocol the egress port declares;
 // a declared HTTP port always gets its listener, and a declared bind or
-// captureMode NONE sets the listeners' address and bind_to_port.
+// captureMode NONE sets the listeners' address and bind_to_port. TLS
+// listeners of one name merge the chains of their services (the first
+// chain of a given match wins); any other name conflict keeps the first
+// service.
 func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) []outboundSpec {
 	scope := push.SidecarScope(proxy)
 	services := scope.Services()
 	warn := func(vs string, err error) {
 		log.Warn("virtual service tcp route not applied", "virtualservice", vs, "error", err)
+	}
+	warnTLS := func(vs string, err error) {
+		log.Warn("virtual service tls route not applied", "virtualservice", vs, "error", err)
 	}
 	httpPorts := map[uint32]bool{}
 	for _, svc := range services {
@@ -169,12 +191,19 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 	}
 
 	taken := map[string]string{}
+	// tlsAt indexes the TLS listeners of out by name, for merging.
+	tlsAt := map[string]int{}
 	for _, svc := range services {
-		if svc.Resolution == model.Passthrough {
-			continue
-		}
 		for _, p := range svc.Ports {
-			if !scope.OutboundProtocol(p).IsTCP() || !scope.SelectsOnPort(svc, p.Port) {
+			proto := scope.OutboundProtocol(p)
+			tls := isTLS(proto)
+			if !proto.IsTCP() || !scope.SelectsOnPort(svc, p.Port) {
+				continue
+			}
+			// Headless services' traffic passes through virtualOutbound;
+			// TLS ports of ServiceEntries without resolution get SNI
+			// chains on the 0.0.0.0 listener, as in Istio.
+			if svc.Resolution == model.Passthrough && (!tls || svc.Registry != model.RegistryServiceEntry) {
 				continue
 			}
 			ep, declared := scope.EgressPort(p.Port)
@@ -189,17 +218,31 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 				continue
 			}
 			name := Name(addr, p.Port)
+			if i, ok := tlsAt[name]; ok && tls {
+				out[i].tls = out[i].tls.merge(tlsRoutesFor(proxy, push, svc, p.Port, addr, warnTLS))
+				continue
+			}
 			if owner, dup := taken[name]; dup {
 				log.Debug("listener conflict; first service wins", "listener", name, "kept", owner, "dropped", svc.Hostname)
 				continue
 			}
 			taken[name] = svc.Hostname
+			if tls {
+				tlsAt[name] = len(out)
+				out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname,
+					tls: tlsRoutesFor(proxy, push, svc, p.Port, addr, warnTLS), allowAny: scope.AllowAny(),
+					bindToPort: declared && ep.BindToPort})
+				continue
+			}
 			out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname,
 				tcp: tcpRoutesFor(proxy, push, svc, p.Port, warn), bindToPort: declared && ep.BindToPort})
 		}
 	}
 	return out
 }
+
+// isTLS reports whether a port carries TLS the proxy routes by SNI.
+func isTLS(p model.Protocol) bool { return p == model.ProtocolTLS || p == model.ProtocolHTTPS }
 
 func outboundHTTP(name, addr string, port uint32) (*listenerv3.Listener, error) {
 	hcm, err := RDSConnectionManager("outbound_"+name, strconv.FormatUint(uint64(port), 10))

@@ -102,17 +102,25 @@ func tcpRoutesFor(proxy *model.Proxy, push *model.PushContext, svc *model.Servic
 }
 
 func tcpMatchApplies(m *networking.L4MatchAttributes, proxy *model.Proxy, port uint32) bool {
-	if m.GetPort() != 0 && m.GetPort() != port {
+	return l4MatchApplies(proxy, port, m.GetPort(), m.GetSourceNamespace(), m.GetGateways(), m.GetSourceLabels())
+}
+
+// l4MatchApplies evaluates the static predicates of a tcp or tls match for
+// a sidecar's listener on port: the match's port (0: any), its
+// sourceNamespace, its gateways (empty or naming "mesh") and its
+// sourceLabels (a subset of the proxy's).
+func l4MatchApplies(proxy *model.Proxy, port, matchPort uint32, sourceNS string, gateways []string, sourceLabels map[string]string) bool {
+	if matchPort != 0 && matchPort != port {
 		return false
 	}
-	if ns := m.GetSourceNamespace(); ns != "" && ns != proxy.ConfigNamespace() {
+	if sourceNS != "" && sourceNS != proxy.ConfigNamespace() {
 		return false
 	}
-	if gws := m.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
+	if len(gateways) > 0 && !slices.Contains(gateways, "mesh") {
 		return false
 	}
 	labels := proxy.Labels()
-	for k, v := range m.GetSourceLabels() {
+	for k, v := range sourceLabels {
 		if got, ok := labels[k]; !ok || got != v {
 			return false
 		}
