@@ -75,6 +75,18 @@ type Proxy struct {
 	Metadata  NodeMetadata
 	// Locality reported by the node.
 	Locality *corev3.Locality
+	// VerifiedIdentity is the identity the connection authenticated on the
+	// secure port (SPIFFE ns/NS/sa/SA, checked against the node by XDS_AUTH);
+	// nil on the plaintext port, where nothing about the caller is verified.
+	VerifiedIdentity *VerifiedIdentity
+}
+
+// VerifiedIdentity is an authenticated workload identity, as Istio's
+// spiffe.Identity.
+type VerifiedIdentity struct {
+	// SPIFFE is the full ID, "spiffe://TRUST_DOMAIN/ns/NS/sa/SA".
+	SPIFFE                    string
+	Namespace, ServiceAccount string
 }
 
 // ParseProxy parses an Istio node ("TYPE~IP~POD.NS~NS.svc.DOMAIN" plus

@@ -118,6 +118,9 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 			return nil, status.Errorf(codes.PermissionDenied, "node %s: %v", proxy.ID, err)
 		}
 	}
+	if s.opts.VerifiedIdentity != nil {
+		proxy.VerifiedIdentity = s.opts.VerifiedIdentity(ctx)
+	}
 	id := fmt.Sprintf("%s.%s-%d", proxy.PodName, proxy.Namespace, s.connSeq.Add(1))
 	c := &Connection{
 		s:           s,

@@ -17,11 +17,14 @@ import (
 //	Endpoints (EDS-only)               x
 //	Service                       x    x    x    x
 //	DestinationRule               x    x
-//	VirtualService                                x
+//	VirtualService                          x    x
 //	ServiceEntry, WorkloadEntry,  x    x    x    x    x
 //	MeshConfig, Sidecar, Gateway,
 //	anything else, or a full push
 //	with no keys
+//
+// (A VirtualService reaches LDS through its tcp and tls routes, which
+// sidecar and gateway listeners carry.)
 //
 // Which proxies a change reaches is decided by each proxy's SidecarScope
 // (model.SidecarScope), in the snapshot before and after the change: a
@@ -41,7 +44,7 @@ var pushTypes = map[model.Kind][]string{
 	model.KindEndpoints:       {model.EndpointType},
 	model.KindService:         {model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType},
 	model.KindDestinationRule: {model.ClusterType, model.EndpointType},
-	model.KindVirtualService:  {model.RouteType},
+	model.KindVirtualService:  {model.ListenerType, model.RouteType},
 	model.KindSecret:          {model.SecretType},
 }
 
@@ -143,7 +146,8 @@ func (p *pushScope) affects(c *Connection) bool {
 		return true
 	}
 	if p.secretNamespaces != nil {
-		return c.proxy.Type == model.Router && p.secretNamespaces[c.proxy.ConfigNamespace()]
+		return c.proxy.Type == model.Router &&
+			(p.secretNamespaces[c.proxy.ConfigNamespace()] || c.watchesSecretsOf(p.secretNamespaces))
 	}
 	pair := scopePair{now: p.req.Push.SidecarScope(c.proxy), before: p.prev.SidecarScope(c.proxy)}
 	visible, ok := p.byScope[pair]
@@ -258,4 +262,29 @@ func logSidecarWarnings(log *slog.Logger, req *model.PushRequest, pc *model.Push
 	for _, w := range pc.SidecarWarnings() {
 		log.Warn("unsupported Sidecar field", "detail", w)
 	}
+}
+
+// watchesSecretsOf reports whether c, a gateway with a verified identity,
+// watches a cross-namespace credential ("kubernetes://NS/NAME") of one of
+// namespaces; only such gateways may be served one.
+func (c *Connection) watchesSecretsOf(namespaces map[string]bool) bool {
+	if c.proxy.VerifiedIdentity == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.watches[model.SecretType]
+	if ws == nil {
+		return false
+	}
+	for n := range ws.watched.ResourceNames {
+		ref, ok := strings.CutPrefix(n, "kubernetes://")
+		if !ok {
+			continue
+		}
+		if ns, _, ok := strings.Cut(ref, "/"); ok && namespaces[ns] {
+			return true
+		}
+	}
+	return false
 }

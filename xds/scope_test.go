@@ -96,7 +96,7 @@ func TestTypeAffectedTable(t *testing.T) {
 		{"eds-only", sidecar, model.NewPushRequest(false, model.ReasonEndpointUpdate, model.ConfigKey{Kind: model.KindEndpoints, Name: "h"}), []string{model.EndpointType}},
 		{"service", sidecar, key(model.KindService), []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType}},
 		{"destination rule", sidecar, key(model.KindDestinationRule), []string{model.ClusterType, model.EndpointType}},
-		{"virtual service", sidecar, key(model.KindVirtualService), []string{model.RouteType}},
+		{"virtual service", sidecar, key(model.KindVirtualService), []string{model.ListenerType, model.RouteType}},
 		{"service entry", sidecar, key(model.KindServiceEntry), all},
 		{"everything", sidecar, model.NewPushRequest(true, model.ReasonGlobalUpdate), all},
 		{"grpc client", grpcClient, key(model.KindVirtualService), all},
@@ -140,6 +140,41 @@ func TestSecretChangeReachesGatewaysOfItsNamespace(t *testing.T) {
 		}
 		if tc.want && (!c.typeAffected(model.SecretType, req) || c.typeAffected(model.ClusterType, req)) {
 			t.Errorf("a Secret change must regenerate SDS only")
+		}
+	}
+}
+
+// TestSecretChangeReachesCrossNamespaceWatchers: a router of another
+// namespace is pushed for a Secret change only when it has a verified
+// identity and watches a credential of the Secret's namespace
+// (kubernetes://NS/NAME).
+func TestSecretChangeReachesCrossNamespaceWatchers(t *testing.T) {
+	req := model.NewPushRequest(true, model.ReasonSecretTrigger, model.ConfigKey{Kind: model.KindSecret, Name: "shared", Namespace: "certs"})
+	scope := newPushScope(req, nil)
+	id := &model.VerifiedIdentity{SPIFFE: "spiffe://cluster.local/ns/gw/sa/ingress", Namespace: "gw", ServiceAccount: "ingress"}
+	conn := func(verified *model.VerifiedIdentity, names ...string) *Connection {
+		ws := newWatch(model.SecretType)
+		for _, n := range names {
+			ws.watched.ResourceNames[n] = struct{}{}
+		}
+		return &Connection{
+			proxy:   &model.Proxy{Type: model.Router, Namespace: "gw", VerifiedIdentity: verified},
+			watches: map[string]*watchState{model.SecretType: ws},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Connection
+		want bool
+	}{
+		{"verified, watching certs/shared", conn(id, "kubernetes://gw-cert", "kubernetes://certs/shared"), true},
+		{"verified, watching certs/other", conn(id, "kubernetes://certs/other"), true},
+		{"verified, watching its own namespace only", conn(id, "kubernetes://gw-cert", "kubernetes://gw/x"), false},
+		{"unverified, watching certs/shared", conn(nil, "kubernetes://certs/shared"), false},
+		{"verified, no SDS watch", &Connection{proxy: &model.Proxy{Type: model.Router, Namespace: "gw", VerifiedIdentity: id}}, false},
+	} {
+		if got := scope.affects(tc.c); got != tc.want {
+			t.Errorf("%s: affected %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

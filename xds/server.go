@@ -51,6 +51,10 @@ type Options struct {
 	// proxy a stream names may connect; an error ends the stream with
 	// PermissionDenied. Nil admits every proxy (plaintext 15010, tests).
 	Authorize func(ctx context.Context, proxy *model.Proxy) error
+	// VerifiedIdentity, when set, returns the identity the listener's
+	// interceptor authenticated for the stream (nil when none); it becomes
+	// the connection's Proxy.VerifiedIdentity after Authorize admitted it.
+	VerifiedIdentity func(ctx context.Context) *model.VerifiedIdentity
 }
 
 // DefaultOptions returns Istio's defaults (no logger or metrics).

@@ -29,6 +29,7 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 		seChanges = s.seReg.Recompute()
 	}
 	req := pushRequestFor(changedConfigs, kubeChanges, seChanges)
+	s.applySecrets(snap.Secrets, push)
 	if !push {
 		return
 	}

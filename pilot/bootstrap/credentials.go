@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/ca/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 )
 
@@ -55,11 +57,66 @@ func (k *kubeSources) onSecretChange(namespace, name string) {
 }
 
 // secretLister is what the SDS generator reads credentials from: the
-// Secret informer in Kubernetes mode with credentials on, else nothing
-// (every credential request is answered without a resource, logged).
+// Secret informer in Kubernetes mode, then the Secrets of the config
+// directory; nil with credentials off (every credential request is then
+// answered without a resource, logged).
 func (set *sourceSet) secretLister() secret.SecretLister {
+	var chain secret.Chain
+	if set.kube != nil && set.kube.secrets != nil {
+		chain = append(chain, set.kube.secrets)
+	}
+	if set.fileSecrets != nil {
+		chain = append(chain, set.fileSecrets)
+	}
+	switch len(chain) {
+	case 0:
+		return nil
+	case 1:
+		return chain[0]
+	}
+	return chain
+}
+
+// secretAuthorizer decides cross-namespace credential requests of gateways
+// with a verified identity by SubjectAccessReview, in Kubernetes mode with
+// credentials on; nil otherwise (own namespace only).
+func (set *sourceSet) secretAuthorizer() secret.Authorizer {
 	if set.kube == nil || set.kube.secrets == nil {
 		return nil
 	}
-	return set.kube.secrets
+	return secret.NewAccessReview(set.kube.client, nil)
+}
+
+// applySecrets takes in the config directory's Secrets and pushes SDS for
+// each one changed to the gateways of its namespace, as a Secret informer
+// event does in Kubernetes mode. Key material is never logged.
+func (s *Server) applySecrets(secrets []*corev1.Secret, push bool) {
+	if s.fileSecrets == nil {
+		if len(secrets) > 0 && !s.warnedSecretsOff {
+			s.warnedSecretsOff = true
+			s.log.Warn("gateway credentials off (PILOT_ENABLE_GATEWAY_CREDENTIALS=false): Secrets of the config directory are not served",
+				"secrets", len(secrets))
+		}
+		return
+	}
+	changed := s.fileSecrets.Replace(secrets)
+	if !push || len(changed) == 0 {
+		return
+	}
+	keys := make([]model.ConfigKey, len(changed))
+	for i, n := range changed {
+		keys[i] = model.ConfigKey{Kind: model.KindSecret, Namespace: n.Namespace, Name: n.Name}
+		s.log.Debug("secret changed", "namespace", n.Namespace, "name", n.Name, "source", "file")
+	}
+	s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger, keys...))
+}
+
+// verifiedIdentity is xds.Options.VerifiedIdentity: the identity the secure
+// port's interceptor authenticated, nil on the plaintext port.
+func verifiedIdentity(ctx context.Context) *model.VerifiedIdentity {
+	caller, ok := authn.FromContext(ctx)
+	if !ok || len(caller.Identities) == 0 {
+		return nil
+	}
+	return &model.VerifiedIdentity{SPIFFE: caller.Identities[0], Namespace: caller.Namespace, ServiceAccount: caller.ServiceAccount}
 }

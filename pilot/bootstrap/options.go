@@ -49,8 +49,10 @@ type Options struct {
 	PushThrottle               int
 	// GatewayCredentials (PILOT_ENABLE_GATEWAY_CREDENTIALS, default true)
 	// watches Secrets of every namespace in Kubernetes mode to serve
-	// Gateway credentialNames over SDS; the chart's ClusterRole grants
-	// secrets get/list/watch only with it (gateways.credentials.enabled).
+	// Gateway credentialNames over SDS (and serves the Secrets of
+	// ConfigDir); the chart's ClusterRole grants secrets get/list/watch
+	// and subjectaccessreviews create (cross-namespace credentials) only
+	// with it (gateways.credentials.enabled).
 	GatewayCredentials bool
 	Log                *slog.Logger
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
+	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	"github.com/meshpilot/meshpilot/serviceregistry/aggregate"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
@@ -42,6 +43,11 @@ type Server struct {
 	loader    *file.Loader   // nil without --configDir
 	kube      *kubeSources   // nil without a cluster
 	secure    *secureServing // nil when --secureGRPCAddr is empty
+	// fileSecrets are the config directory's gateway credentials (nil
+	// without a directory or with credentials off); warnedSecretsOff says
+	// the Secrets ignored with credentials off were logged.
+	fileSecrets      *secret.Store
+	warnedSecretsOff bool
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -93,8 +99,9 @@ func NewServer(opts Options) (*Server, error) {
 		DomainSuffix:     opts.Domain,
 	}
 	var s *Server
-	ds := xds.NewDiscoveryServer(env, generatorTable(sources.secretLister(), log), xds.Options{
+	ds := xds.NewDiscoveryServer(env, generatorTable(sources.secretLister(), sources.secretAuthorizer(), log), xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
+		VerifiedIdentity:  verifiedIdentity,
 		Log:               log.With("component", "xds"),
 		Metrics:           metrics,
 		DebounceAfter:     opts.DebounceAfter,
@@ -105,7 +112,7 @@ func NewServer(opts Options) (*Server, error) {
 	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
-		kube: sources.kube,
+		kube: sources.kube, fileSecrets: sources.fileSecrets,
 	}
 	if opts.ConfigDir != "" {
 		s.loader = file.NewLoader(opts.ConfigDir, log.With("source", "file"))

@@ -10,6 +10,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
+	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 )
 
@@ -24,10 +25,16 @@ type sourceSet struct {
 	configStore model.ConfigStore
 	fileShard   string
 	hasFiles    bool
+	// fileSecrets are the config directory's Secrets (gateway credentials);
+	// nil without a directory or with credentials off.
+	fileSecrets *secret.Store
 }
 
 func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.Store, meshFromFile bool, unsupported func(float64), log *slog.Logger) (*sourceSet, error) {
 	set := &sourceSet{configStore: fileStore, fileShard: kube.ShardKubernetes, hasFiles: opts.ConfigDir != ""}
+	if set.hasFiles && opts.GatewayCredentials {
+		set.fileSecrets = secret.NewStore()
+	}
 	if !opts.kubeMode() {
 		return set, nil
 	}

@@ -20,6 +20,8 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 	networkingapi "istio.io/api/networking/v1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
@@ -117,8 +119,18 @@ type sdsStream struct {
 
 func openSDS(t *testing.T, addr string, n *corev3.Node, names ...string) *sdsStream {
 	t.Helper()
+	return openSDSOn(t, bootstraptest.Dial(t, addr), "", n, names...)
+}
+
+// openSDSOn is openSDS on conn, sending token (unless empty) as the bearer
+// credential, as pilot-agent does on the secure port.
+func openSDSOn(t *testing.T, conn *grpc.ClientConn, token string, n *corev3.Node, names ...string) *sdsStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(bootstraptest.Dial(t, addr)).StreamAggregatedResources(ctx)
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -165,7 +165,7 @@ func review(ctx context.Context, t *testing.T, cs kubernetes.Interface, a access
 // namespaces (for choosing a probe namespace).
 func namespacedResource(resource string) bool {
 	switch resource {
-	case "nodes", "namespaces", "customresourcedefinitions", "tokenreviews":
+	case "nodes", "namespaces", "customresourcedefinitions", "tokenreviews", "subjectaccessreviews":
 		return false
 	}
 	return true

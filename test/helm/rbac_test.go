@@ -58,6 +58,7 @@ var (
 	// behind Gateway credentialNames, as istiod's ClusterRole.
 	credentialAccess = []grant{
 		{"", []string{"secrets"}, []string{"get", "list", "watch"}},
+		{"authorization.k8s.io", []string{"subjectaccessreviews"}, []string{"create"}},
 	}
 )
 
@@ -77,7 +78,6 @@ var deniedAccess = []access{
 	{"telemetry.istio.io", "telemetries", "list", ""},
 	{"networking.istio.io", "envoyfilters", "list", ""},
 	{"rbac.authorization.k8s.io", "clusterroles", "list", ""},
-	{"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 }
 
 // istioKindVerbs are the verbs on each Istio kind pilot-discovery watches.
@@ -104,6 +104,7 @@ var credentialsOffDenied = []access{
 	{"", "secrets", "get", "default"},
 	{"", "secrets", "watch", "default"},
 	{"", "secrets", "list", releaseNS},
+	{"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 }
 
 // wantAccess expands the expected grants with the default values;

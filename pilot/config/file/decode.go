@@ -88,6 +88,8 @@ func newKubeObject(apiVersion, kind string) (metav1.Object, bool) {
 		return &corev1.Endpoints{}, true
 	case apiVersion == "v1" && kind == "Pod":
 		return &corev1.Pod{}, true
+	case apiVersion == "v1" && kind == "Secret":
+		return &corev1.Secret{}, true
 	case apiVersion == "v1" && kind == "Node":
 		return &corev1.Node{}, true
 	case apiVersion == groupDiscovery+"/v1" && kind == "EndpointSlice":
@@ -239,6 +241,11 @@ func decodeKube(j []byte, h header, obj metav1.Object) parsed {
 	}
 	if svc, ok := obj.(*corev1.Service); ok {
 		if errs := validateKubeService(svc); len(errs) > 0 {
+			return failed(h, errs...)
+		}
+	}
+	if sec, ok := obj.(*corev1.Secret); ok {
+		if errs := normalizeSecret(sec); len(errs) > 0 {
 			return failed(h, errs...)
 		}
 	}

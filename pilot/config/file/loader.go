@@ -29,6 +29,9 @@ type Snapshot struct {
 	Configs []model.Config
 	// Kube holds the Kubernetes objects, each list sorted by namespace and name.
 	Kube kube.Objects
+	// Secrets are the v1 Secrets (gateway credentials), sorted by namespace
+	// and name, with stringData merged into data.
+	Secrets []*corev1.Secret
 	// Errors lists everything wrong in this read, sorted by file and index.
 	Errors []*DocError
 	// Files is the number of files read.
@@ -122,7 +125,7 @@ func (l *Loader) Load() (*Snapshot, error) {
 	l.logErrors(snap.Errors)
 	snap.UnsupportedFields = l.reportUnsupported(snap.Configs)
 	l.log.Debug("config directory loaded", "dir", l.dir, "files", snap.Files, "configs", len(snap.Configs),
-		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "ignored", snap.Ignored, "errors", len(snap.Errors))
+		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "secrets", len(snap.Secrets), "ignored", snap.Ignored, "errors", len(snap.Errors))
 	return snap, nil
 }
 
@@ -310,6 +313,8 @@ func (r *read) finish() *Snapshot {
 			s.Kube.Pods = append(s.Kube.Pods, obj)
 		case *corev1.Node:
 			s.Kube.Nodes = append(s.Kube.Nodes, obj)
+		case *corev1.Secret:
+			s.Secrets = append(s.Secrets, obj)
 		case *discoveryv1.EndpointSlice:
 			s.Kube.EndpointSlices = append(s.Kube.EndpointSlices, obj)
 		}
@@ -322,6 +327,7 @@ func (r *read) finish() *Snapshot {
 	sortKube(s.Kube.Pods)
 	sortKube(s.Kube.Nodes)
 	sortKube(s.Kube.EndpointSlices)
+	sortKube(s.Secrets)
 	slices.SortStableFunc(s.Errors, func(a, b *DocError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))
 	})

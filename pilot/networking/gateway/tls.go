@@ -35,52 +35,41 @@ func adsSecret(name string) *tlsv3.SdsSecretConfig {
 
 // downstreamTLS returns the transport socket terminating TLS for server s
 // (tls mode SIMPLE, MUTUAL, OPTIONAL_MUTUAL or ISTIO_MUTUAL). Certificates
-// come from credentialName over ADS (kubernetes://NAME, and
-// kubernetes://NAME-cacert to verify clients), else from the files
-// serverCertificate, privateKey and caCertificates; ISTIO_MUTUAL uses the
-// workload's own certificate (default, ROOTCA) from the agent (sds-grpc).
-// alpn is what the server offers clients (none for TCP).
+// come from credentialName or credentialNames (up to two, e.g. RSA and
+// ECDSA) over ADS (kubernetes://NAME), else from the file pairs of
+// tlsCertificates (up to two), else from the files serverCertificate and
+// privateKey; ISTIO_MUTUAL uses the workload's own certificate (default,
+// ROOTCA) from the agent (sds-grpc). Clients are verified (MUTUAL,
+// OPTIONAL_MUTUAL) against caCertCredentialName's CA over ADS
+// (kubernetes://NAME-cacert), else the first credential's
+// (kubernetes://NAME-cacert), else the file caCertificates (of tls, else
+// of the first tlsCertificates entry). alpn is what the server offers
+// clients (none for TCP).
 func downstreamTLS(s *networking.Server, alpn []string) (*corev3.TransportSocket, error) {
 	tls := s.GetTls()
 	common := &tlsv3.CommonTlsContext{AlpnProtocols: alpn}
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
 	mode := tls.GetMode()
 	mutual := mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL
-	switch {
-	case mode == networking.ServerTLSSettings_ISTIO_MUTUAL:
+	if mode == networking.ServerTLSSettings_ISTIO_MUTUAL {
 		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{cluster.AgentSDSConfig(cluster.SecretDefault)}
-		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
-			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         validation(tls),
-				ValidationContextSdsSecretConfig: cluster.AgentSDSConfig(cluster.SecretRootCA),
-			}}
+		common.ValidationContextType = combined(tls, cluster.AgentSDSConfig(cluster.SecretRootCA))
 		ctx.RequireClientCertificate = wrapperspb.Bool(true)
-	case mode != networking.ServerTLSSettings_SIMPLE && !mutual:
-		return nil, fmt.Errorf("tls.mode %s: not a terminating mode", mode)
-	case tls.GetCredentialName() != "":
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{adsSecret(CredentialSecret(tls.GetCredentialName()))}
-		if mutual {
-			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
-				CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-					DefaultValidationContext:         validation(tls),
-					ValidationContextSdsSecretConfig: adsSecret(CredentialCASecret(tls.GetCredentialName())),
-				}}
+	} else {
+		if mode != networking.ServerTLSSettings_SIMPLE && !mutual {
+			return nil, fmt.Errorf("tls.mode %s: not a terminating mode", mode)
 		}
-	default:
-		if tls.GetServerCertificate() == "" || tls.GetPrivateKey() == "" {
-			return nil, fmt.Errorf("tls: mode %s needs credentialName, or serverCertificate and privateKey", mode)
+		credentials, err := serverCredentials(tls)
+		if err != nil {
+			return nil, err
 		}
-		common.TlsCertificates = []*tlsv3.TlsCertificate{{
-			CertificateChain: fileSource(tls.GetServerCertificate()),
-			PrivateKey:       fileSource(tls.GetPrivateKey()),
-		}}
+		if err := serverCertificates(tls, credentials, common); err != nil {
+			return nil, err
+		}
 		if mutual {
-			if tls.GetCaCertificates() == "" {
-				return nil, fmt.Errorf("tls.caCertificates: mode %s without credentialName needs a CA file", mode)
+			if err := clientValidation(tls, credentials, common); err != nil {
+				return nil, err
 			}
-			vc := validation(tls)
-			vc.TrustedCa = fileSource(tls.GetCaCertificates())
-			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
 		}
 	}
 	if mode == networking.ServerTLSSettings_MUTUAL {
@@ -98,8 +87,109 @@ func downstreamTLS(s *networking.Server, alpn []string) (*corev3.TransportSocket
 	return &corev3.TransportSocket{Name: cluster.TransportSocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: cfg}}, nil
 }
 
-// validation carries subjectAltNames (exact matches) and the certificate
-// hashes a client certificate must have.
+// maxServerCertificates is the most credentialNames or tlsCertificates a
+// server may list (Istio's API: one RSA and one ECDSA certificate).
+const maxServerCertificates = 2
+
+// serverCredentials returns the credential names of tls: credentialName,
+// or credentialNames; an error when both are set or there are too many.
+func serverCredentials(tls *networking.ServerTLSSettings) ([]string, error) {
+	names := tls.GetCredentialNames()
+	switch {
+	case len(names) > 0 && tls.GetCredentialName() != "":
+		return nil, fmt.Errorf("tls.credentialNames: set together with tls.credentialName; set only one")
+	case len(names) > maxServerCertificates:
+		return nil, fmt.Errorf("tls.credentialNames: %d names, at most %d", len(names), maxServerCertificates)
+	case tls.GetCredentialName() != "":
+		return []string{tls.GetCredentialName()}, nil
+	}
+	for i, n := range names {
+		if n == "" {
+			return nil, fmt.Errorf("tls.credentialNames[%d]: empty", i)
+		}
+	}
+	return names, nil
+}
+
+// serverCertificates sets the certificates the server presents: the
+// credentials over ADS, else the tlsCertificates files, else
+// serverCertificate and privateKey.
+func serverCertificates(tls *networking.ServerTLSSettings, credentials []string, common *tlsv3.CommonTlsContext) error {
+	mode := tls.GetMode()
+	pairs := tls.GetTlsCertificates()
+	switch {
+	case len(credentials) > 0:
+		if len(pairs) > 0 || tls.GetServerCertificate() != "" {
+			return fmt.Errorf("tls: credentialName(s) set together with certificate files; set only one")
+		}
+		for _, n := range credentials {
+			common.TlsCertificateSdsSecretConfigs = append(common.TlsCertificateSdsSecretConfigs, adsSecret(CredentialSecret(n)))
+		}
+	case len(pairs) > 0:
+		if tls.GetServerCertificate() != "" || tls.GetPrivateKey() != "" {
+			return fmt.Errorf("tls.tlsCertificates: set together with serverCertificate/privateKey; set only one")
+		}
+		if len(pairs) > maxServerCertificates {
+			return fmt.Errorf("tls.tlsCertificates: %d entries, at most %d", len(pairs), maxServerCertificates)
+		}
+		for i, p := range pairs {
+			if p.GetServerCertificate() == "" || p.GetPrivateKey() == "" {
+				return fmt.Errorf("tls.tlsCertificates[%d]: needs serverCertificate and privateKey", i)
+			}
+			common.TlsCertificates = append(common.TlsCertificates, &tlsv3.TlsCertificate{
+				CertificateChain: fileSource(p.GetServerCertificate()),
+				PrivateKey:       fileSource(p.GetPrivateKey()),
+			})
+		}
+	default:
+		if tls.GetServerCertificate() == "" || tls.GetPrivateKey() == "" {
+			return fmt.Errorf("tls: mode %s needs credentialName(s), tlsCertificates, or serverCertificate and privateKey", mode)
+		}
+		common.TlsCertificates = []*tlsv3.TlsCertificate{{
+			CertificateChain: fileSource(tls.GetServerCertificate()),
+			PrivateKey:       fileSource(tls.GetPrivateKey()),
+		}}
+	}
+	return nil
+}
+
+// clientValidation sets how a MUTUAL or OPTIONAL_MUTUAL server verifies
+// clients: caCertCredentialName's CA over ADS, else the first credential's,
+// else a CA file.
+func clientValidation(tls *networking.ServerTLSSettings, credentials []string, common *tlsv3.CommonTlsContext) error {
+	switch {
+	case tls.GetCaCertCredentialName() != "":
+		common.ValidationContextType = combined(tls, adsSecret(CredentialCASecret(tls.GetCaCertCredentialName())))
+		return nil
+	case len(credentials) > 0:
+		common.ValidationContextType = combined(tls, adsSecret(CredentialCASecret(credentials[0])))
+		return nil
+	}
+	ca := tls.GetCaCertificates()
+	if ca == "" && len(tls.GetTlsCertificates()) > 0 {
+		ca = tls.GetTlsCertificates()[0].GetCaCertificates()
+	}
+	if ca == "" {
+		return fmt.Errorf("tls.caCertificates: mode %s without credentialName(s) or caCertCredentialName needs a CA file", tls.GetMode())
+	}
+	vc := validation(tls)
+	vc.TrustedCa = fileSource(ca)
+	common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+	return nil
+}
+
+// combined verifies clients against the CA of sds, with tls's own checks.
+func combined(tls *networking.ServerTLSSettings, sds *tlsv3.SdsSecretConfig) *tlsv3.CommonTlsContext_CombinedValidationContext {
+	return &tlsv3.CommonTlsContext_CombinedValidationContext{
+		CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+			DefaultValidationContext:         validation(tls),
+			ValidationContextSdsSecretConfig: sds,
+		}}
+}
+
+// validation carries subjectAltNames (exact matches), the certificate
+// hashes a client certificate must have, caCrl (a CRL file) and
+// insecureSkipVerify (verify, but accept an untrusted chain, as Istio).
 func validation(tls *networking.ServerTLSSettings) *tlsv3.CertificateValidationContext {
 	vc := &tlsv3.CertificateValidationContext{
 		VerifyCertificateHash: tls.GetVerifyCertificateHash(),
@@ -110,6 +200,12 @@ func validation(tls *networking.ServerTLSSettings) *tlsv3.CertificateValidationC
 			SanType: tlsv3.SubjectAltNameMatcher_DNS,
 			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: san}},
 		})
+	}
+	if tls.GetCaCrl() != "" {
+		vc.Crl = fileSource(tls.GetCaCrl())
+	}
+	if tls.GetInsecureSkipVerify().GetValue() {
+		vc.TrustChainVerification = tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
 	}
 	return vc
 }

@@ -5,6 +5,7 @@
 package secret
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,18 +33,25 @@ var (
 	certKeys = []string{corev1.TLSCertKey, "cert"}
 	keyKeys  = []string{corev1.TLSPrivateKeyKey, "key"}
 	caKeys   = []string{"ca.crt", "cacert"}
+	// crlKeys hold the CA's certificate revocation list, next to its CA.
+	crlKeys = []string{"ca.crl", "crl"}
 )
 
 // Generator serves SDS resources named kubernetes://NAME (the certificate
 // chain and key of Secret NAME) and kubernetes://NAME-cacert (its CA
 // certificate; else that of Secret NAME-cacert) to router proxies, from the
-// proxy's own namespace only. Anything else — a sidecar, another
-// namespace ("kubernetes://NS/NAME" with NS not the proxy's), another
-// prefix, a missing Secret or key — gets no resource and a log line.
+// proxy's own namespace, or "kubernetes://NS/NAME" of another namespace NS
+// when the proxy's verified identity (secure port) is allowed by the
+// Authorizer to list Secrets in NS. Anything else — a sidecar, another
+// namespace without that right, another prefix, a missing Secret or key —
+// gets no resource and a log line.
 // Logger may be nil (no logs).
 type Generator struct {
 	Secrets SecretLister
-	Logger  *slog.Logger
+	// Authorizer, when set, lets a gateway with a verified identity read
+	// "kubernetes://NS/NAME" of another namespace NS it may list Secrets in.
+	Authorizer Authorizer
+	Logger     *slog.Logger
 }
 
 var _ model.Generator = Generator{}
@@ -92,7 +100,10 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 	ns := proxy.ConfigNamespace()
 	if refNS, refName, ok := strings.Cut(ref, "/"); ok {
 		if refNS != ns {
-			return nil, fmt.Errorf("%w: secret of namespace %q asked by a gateway of namespace %q", errRefused, refNS, ns)
+			if err := g.authorizeCrossNamespace(proxy, refNS); err != nil {
+				return nil, err
+			}
+			ns = refNS
 		}
 		ref = refName
 	}
@@ -100,13 +111,15 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 		return nil, fmt.Errorf("no secret source")
 	}
 	if base, isCA := strings.CutSuffix(ref, cluster.CredentialCASuffix); isCA {
-		ca, err := g.caCert(ns, base, ref)
+		ca, crl, err := g.caCert(ns, base, ref)
 		if err != nil {
 			return nil, err
 		}
-		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-			TrustedCa: inline(ca),
-		}}}, nil
+		vc := &tlsv3.CertificateValidationContext{TrustedCa: inline(ca)}
+		if crl != nil {
+			vc.Crl = inline(crl)
+		}
+		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: vc}}, nil
 	}
 	sec, err := g.lookup(ns, ref)
 	if err != nil {
@@ -124,9 +137,31 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 	}}}, nil
 }
 
+// authorizeCrossNamespace lets a gateway read the credentials of namespace
+// ns, not its own, only when its connection authenticated an identity
+// (secure port) that the Authorizer allows to list Secrets there.
+func (g Generator) authorizeCrossNamespace(proxy *model.Proxy, ns string) error {
+	id := proxy.VerifiedIdentity
+	if id == nil {
+		return fmt.Errorf("%w: secret of namespace %q asked by a gateway of namespace %q without a verified identity (connect to the secure port)",
+			errRefused, ns, proxy.ConfigNamespace())
+	}
+	if g.Authorizer == nil {
+		return fmt.Errorf("%w: secret of namespace %q asked by %s: cross-namespace credentials are not authorized by this server",
+			errRefused, ns, id.SPIFFE)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reviewTimeout)
+	defer cancel()
+	if err := g.Authorizer.Authorize(ctx, *id, ns); err != nil {
+		return fmt.Errorf("%w: secret of namespace %q asked by %s: %w", errRefused, ns, id.SPIFFE, err)
+	}
+	return nil
+}
+
 // caCert finds the CA of credential base: the ca.crt (or cacert) of Secret
-// base, else of Secret base-cacert, as Istio does.
-func (g Generator) caCert(ns, base, withSuffix string) ([]byte, error) {
+// base, else of Secret base-cacert, as Istio does; with the revocation list
+// (ca.crl or crl) of the same Secret, if any.
+func (g Generator) caCert(ns, base, withSuffix string) (ca, crl []byte, err error) {
 	var firstErr error
 	for _, n := range []string{base, withSuffix} {
 		sec, err := g.lookup(ns, n)
@@ -137,13 +172,14 @@ func (g Generator) caCert(ns, base, withSuffix string) ([]byte, error) {
 			continue
 		}
 		if ca, _ := value(sec, caKeys); ca != nil {
-			return ca, nil
+			crl, _ := value(sec, crlKeys)
+			return ca, crl, nil
 		}
 	}
 	if firstErr != nil {
-		return nil, firstErr
+		return nil, nil, firstErr
 	}
-	return nil, fmt.Errorf("secret %s/%s: data: no %s or %s (nor in %s)", ns, base, caKeys[0], caKeys[1], withSuffix)
+	return nil, nil, fmt.Errorf("secret %s/%s: data: no %s or %s (nor in %s)", ns, base, caKeys[0], caKeys[1], withSuffix)
 }
 
 func (g Generator) lookup(ns, name string) (*corev1.Secret, error) {
