@@ -7,10 +7,16 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
@@ -82,11 +88,47 @@ type outboundSpec struct {
 	// captureMode NONE: a real listener rather than one virtualOutbound
 	// hands connections to.
 	bindToPort bool
+	// timeouts of a TCP listener's tcp_proxy, from the DestinationRule.
+	timeouts tcpTimeouts
+}
+
+// tcpTimeouts are the tcp_proxy idle timeout and maximum downstream
+// connection duration Istio takes from the top-level connectionPool.tcp of
+// the DestinationRule a proxy sees for a TCP service (idleTimeout,
+// maxConnectionDuration); zero when unset (Envoy's defaults).
+type tcpTimeouts struct {
+	idle, maxDuration time.Duration
+}
+
+func tcpTimeoutsFor(dr *model.Config) tcpTimeouts {
+	if dr == nil {
+		return tcpTimeouts{}
+	}
+	rule, _ := dr.Spec.(*networking.DestinationRule)
+	tcp := rule.GetTrafficPolicy().GetConnectionPool().GetTcp()
+	return tcpTimeouts{idle: tcp.GetIdleTimeout().AsDuration(), maxDuration: tcp.GetMaxConnectionDuration().AsDuration()}
+}
+
+func (t tcpTimeouts) key() string {
+	if t == (tcpTimeouts{}) {
+		return ""
+	}
+	return "\x00timeouts" + t.idle.String() + "/" + t.maxDuration.String()
+}
+
+// apply sets the timeouts on tp.
+func (t tcpTimeouts) apply(tp *tcpv3.TcpProxy) {
+	if t.idle > 0 {
+		tp.IdleTimeout = durationpb.New(t.idle)
+	}
+	if t.maxDuration > 0 {
+		tp.MaxDownstreamConnectionDuration = durationpb.New(t.maxDuration)
+	}
 }
 
 // cacheScope is what, with the name, determines the listener.
 func (o outboundSpec) cacheScope() string {
-	s := o.host + o.tcp.key()
+	s := o.host + o.tcp.key() + o.timeouts.key()
 	if o.tls != nil {
 		s += "\x00tls" + o.tls.key() + "\x00" + strconv.FormatBool(o.allowAny)
 	}
@@ -107,7 +149,7 @@ func (o outboundSpec) build() (*listenerv3.Listener, error) {
 	case o.tls != nil:
 		l, err = outboundTLS(o.name, o.addr, o.port, o.tls, o.allowAny)
 	case o.tcp == nil:
-		l, err = outboundTCP(o.name, o.addr, o.port, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
+		l, err = outboundTCP(o.name, o.addr, o.port, cluster.BuildName(cluster.Outbound, "", o.host, o.port), o.timeouts)
 	default:
 		var chains []*listenerv3.FilterChain
 		chains, err = tcpFilterChains(o.tcp, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
@@ -235,7 +277,8 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 				continue
 			}
 			out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname,
-				tcp: tcpRoutesFor(proxy, push, svc, p.Port, warn), bindToPort: declared && ep.BindToPort})
+				tcp: tcpRoutesFor(proxy, push, svc, p.Port, warn), bindToPort: declared && ep.BindToPort,
+				timeouts: tcpTimeoutsFor(push.DestinationRuleFor(proxy, svc))})
 		}
 	}
 	return out
@@ -252,12 +295,16 @@ func outboundHTTP(name, addr string, port uint32) (*listenerv3.Listener, error) 
 	return outboundListener(name, addr, port, hcm), nil
 }
 
-func outboundTCP(name, addr string, port uint32, clusterName string) (*listenerv3.Listener, error) {
-	tcp, err := TCPProxyFilter(clusterName)
+// outboundTCP is a listener with one tcp_proxy to clusterName (Istio's
+// single-destination case, which also carries the rule's tcp timeouts).
+func outboundTCP(name, addr string, port uint32, clusterName string, t tcpTimeouts) (*listenerv3.Listener, error) {
+	tp := &tcpv3.TcpProxy{StatPrefix: clusterName, ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: clusterName}}
+	t.apply(tp)
+	cfg, err := anypb.New(tp)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listener %s: tcp_proxy to %s: %w", name, clusterName, err)
 	}
-	return outboundListener(name, addr, port, tcp), nil
+	return outboundListener(name, addr, port, &listenerv3.Filter{Name: wellknown.TCPProxy, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: cfg}}), nil
 }
 
 func outboundListener(name, addr string, port uint32, f *listenerv3.Filter) *listenerv3.Listener {

@@ -3,9 +3,14 @@ package listener_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
@@ -136,5 +141,51 @@ func TestTCPVirtualServiceCachedPerRoutes(t *testing.T) {
 		if got := first("productpage-v1"); len(got) != 2 || got[mongoV1] != 50 {
 			t.Errorf("productpage-v1: first chain %v, want 50/50", got)
 		}
+	}
+}
+
+// TestTCPTimeoutsFromDestinationRule checks Istio's single-destination
+// tcp_proxy: connectionPool.tcp idleTimeout and maxConnectionDuration of the
+// rule the proxy sees become idle_timeout and
+// max_downstream_connection_duration, and the cached generator keeps a
+// listener with them apart from one without.
+func TestTCPTimeoutsFromDestinationRule(t *testing.T) {
+	in := bookinfoMongo(t, false)
+	plain := in.PushContext()
+	for i, c := range in.Configs {
+		if c.Kind == model.KindDestinationRule && c.Name == "mongodb" {
+			dr := proto.Clone(c.Spec).(*networking.DestinationRule)
+			dr.TrafficPolicy = &networking.TrafficPolicy{ConnectionPool: &networking.ConnectionPoolSettings{
+				Tcp: &networking.ConnectionPoolSettings_TCPSettings{IdleTimeout: durationpb.New(90 * time.Second), MaxConnectionDuration: durationpb.New(time.Hour)},
+			}}
+			in.Configs[i].Spec = dr
+		}
+	}
+	withTimeouts := in.PushContext()
+	tp := func(push *model.PushContext) *tcpv3.TcpProxy {
+		t.Helper()
+		res, err := listener.Generator{}.Generate(nt.BookinfoProxy("productpage-v1"), push, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.GetName() == mongoListener {
+				l := &listenerv3.Listener{}
+				if err := r.GetResource().UnmarshalTo(l); err != nil {
+					t.Fatal(err)
+				}
+				nt.ValidateRecursively(t, l)
+				return tcpProxy(t, l.GetFilterChains()[0].GetFilters()[0])
+			}
+		}
+		t.Fatalf("no listener %s", mongoListener)
+		return nil
+	}
+	got := tp(withTimeouts)
+	if got.GetIdleTimeout().AsDuration() != 90*time.Second || got.GetMaxDownstreamConnectionDuration().AsDuration() != time.Hour || got.GetCluster() != mongoAll {
+		t.Errorf("tcp_proxy %v, want idle_timeout 90s, max_downstream_connection_duration 1h to %s", got, mongoAll)
+	}
+	if got := tp(plain); got.GetIdleTimeout() != nil || got.GetMaxDownstreamConnectionDuration() != nil {
+		t.Errorf("without the rule's timeouts: tcp_proxy %v, want Envoy's defaults", got)
 	}
 }
