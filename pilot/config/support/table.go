@@ -53,17 +53,20 @@ func virtualService() []Field {
 		{"spec.http[].rewrite", Supported, grpcOnly},
 		{"spec.http[].timeout", Supported, ""},
 		{"spec.http[].retries", Supported, "proxyless gRPC: gRPC status names of retryOn only; perTryTimeout warned"},
-		{"spec.http[].retries.retryRemoteLocalities", Unsupported, ""},
+		{"spec.http[].retries.retryRemoteLocalities", Supported, "retry_priority envoy.retry_priorities.previous_priorities (update frequency 2), as Istio; " + grpcOnly},
 		{"spec.http[].fault", Supported, ""},
-		{"spec.http[].fault.delay.exponentialDelay", Unsupported, ""},
-		{"spec.http[].fault.abort.http2Error", Unsupported, ""},
+		{"spec.http[].fault.delay.exponentialDelay", Unsupported, "Envoy's fault filter has fixed and header-controlled delays only"},
+		{"spec.http[].fault.abort.http2Error", Unsupported, "Envoy's fault filter aborts with an HTTP or gRPC status only (grpcStatus is supported)"},
 		{"spec.http[].mirror", Supported, grpcOnly},
 		{"spec.http[].mirrors", Supported, grpcOnly},
 		{"spec.http[].mirrorPercentage", Supported, grpcOnly},
 		{"spec.http[].mirrorPercent", Supported, "deprecated; " + grpcOnly},
 		{"spec.http[].corsPolicy", Supported, grpcOnly},
 		{"spec.http[].headers", Supported, "pseudo-headers other than request.set[host] are warned; " + grpcOnly},
-		{"spec.tls", Partial, "served only by Gateways with PASSTHROUGH servers (sniHosts, port, gateways); sidecars do not read tls routes"},
+		{"spec.tls", Supported, "sidecar outbound listeners of TLS and HTTPS ports (a filter chain per applying SNI match: server_names from sniHosts, destinationSubnets as prefix ranges, weighted tcp_proxy; match port, sourceLabels, sourceNamespace, gateways mesh; services without a VIP share 0.0.0.0_PORT by SNI; other SNI passes through or is dropped per outboundTrafficPolicy) and Gateway PASSTHROUGH servers (sniHosts, port, gateways)"},
+		{"spec.tls[].match[].destinationSubnets", Partial, "applied on sidecars; Gateway PASSTHROUGH servers ignore it"},
+		{"spec.tls[].match[].sourceLabels", Partial, "applied on sidecars; Gateway PASSTHROUGH servers ignore it"},
+		{"spec.tls[].match[].sourceNamespace", Partial, "applied on sidecars; Gateway PASSTHROUGH servers ignore it"},
 		{"spec.tcp", Supported, "sidecar outbound TCP listeners (match port, sourceLabels, sourceNamespace, gateways mesh; destinationSubnets as filter-chain prefix ranges; weighted destinations) and Gateway TCP and terminated-TLS servers (first applying route: port, gateways, sourceLabels of the router)"},
 		{"spec.tcp[].match[].sourceSubnet", Unsupported, "deprecated"},
 	}
@@ -75,20 +78,20 @@ func trafficPolicy(prefix string, portLevel bool) []Field {
 	out := []Field{
 		{prefix, Supported, ""},
 		{prefix + ".loadBalancer", Supported, "simple, consistentHash (header, cookie, source IP, query parameter, ring hash, maglev), localityLbSetting"},
-		{prefix + ".loadBalancer.warmupDurationSecs", Unsupported, ""},
-		{prefix + ".loadBalancer.warmup", Unsupported, ""},
-		{prefix + ".loadBalancer.zoneAwareLbSetting", Unsupported, ""},
-		{prefix + ".loadBalancer.consistentHash.httpCookie.attributes", Unsupported, ""},
+		{prefix + ".loadBalancer.warmupDurationSecs", Supported, "deprecated; slow_start_config window of ROUND_ROBIN and LEAST_REQUEST clusters (Envoy has no slow start for the others); " + grpcOnly},
+		{prefix + ".loadBalancer.warmup", Supported, "slow_start_config (duration, aggression, minimumPercent) of ROUND_ROBIN and LEAST_REQUEST clusters (Envoy has no slow start for the others); " + grpcOnly},
+		{prefix + ".loadBalancer.zoneAwareLbSetting", Unsupported, "needs Envoy zone-aware routing with a local cluster and regional priority tiers in EDS"},
+		{prefix + ".loadBalancer.consistentHash.httpCookie.attributes", Supported, "cookie hash policy attributes; " + grpcOnly},
 		{prefix + ".loadBalancer.localityLbSetting.distribute", Supported, "weights applied per proxy locality in EDS, for sidecars and proxyless gRPC"},
 		{prefix + ".loadBalancer.localityLbSetting.failover", Supported, "priorities applied per proxy locality in EDS (with outlierDetection, as Istio), for sidecars and proxyless gRPC"},
 		{prefix + ".loadBalancer.localityLbSetting.failoverPriority", Partial, "priorities applied per proxy labels in EDS (with outlierDetection, as Istio), for sidecars and proxyless gRPC; region, zone and subzone fall back to the locality, but topology.istio.io/network and topology.istio.io/cluster are compared as plain workload labels (ISTIO_META_NETWORK, meshNetworks and the cluster ID are not used)"},
 		{prefix + ".connectionPool", Supported, "proxyless gRPC: tcp settings ignored"},
-		{prefix + ".connectionPool.tcp.idleTimeout", Unsupported, ""},
+		{prefix + ".connectionPool.tcp.idleTimeout", Partial, "the cluster's HTTP idle_timeout when http.idleTimeout is unset, as Istio; the outbound tcp_proxy idle_timeout Istio also sets is not"},
 		{prefix + ".outlierDetection", Supported, ""},
 		{prefix + ".outlierDetection.consecutiveErrors", Unsupported, "deprecated; use consecutive5xxErrors"},
-		{prefix + ".outlierDetection.outlierDetectionHttpErrorCodes", Unsupported, ""},
+		{prefix + ".outlierDetection.outlierDetectionHttpErrorCodes", Supported, "HttpProtocolOptions outlier_detection error matcher on :status, HTTP ports; " + grpcOnly},
 		{prefix + ".tls", Supported, "DISABLE, SIMPLE, MUTUAL, ISTIO_MUTUAL; credentialName over SDS; proxyless gRPC: ignored"},
-		{prefix + ".tls.caCrl", Unsupported, ""},
+		{prefix + ".tls.caCrl", Supported, "validation context crl file (ISTIO_MUTUAL, and SIMPLE/MUTUAL with caCertificates); ignored with credentialName, whose Secret carries the CRL"},
 	}
 	if portLevel {
 		return append(out, Field{prefix + ".port", Supported, ""})
@@ -96,8 +99,8 @@ func trafficPolicy(prefix string, portLevel bool) []Field {
 	return append(out,
 		Field{prefix + ".portLevelSettings", Supported, ""},
 		Field{prefix + ".tunnel", Unsupported, ""},
-		Field{prefix + ".proxyProtocol", Unsupported, ""},
-		Field{prefix + ".retryBudget", Unsupported, ""},
+		Field{prefix + ".proxyProtocol", Supported, "upstream_proxy_protocol transport socket around the cluster's socket or each auto-mTLS match, as Istio; " + grpcOnly},
+		Field{prefix + ".retryBudget", Supported, "circuit breaker retry_budget (percent, minRetryConcurrency, budgetInterval); " + grpcOnly},
 	)
 }
 
@@ -108,7 +111,7 @@ func destinationRule() []Field {
 		{"spec.subsets[].name", Supported, ""},
 		{"spec.subsets[].labels", Supported, ""},
 		{"spec.exportTo", Supported, ""},
-		{"spec.workloadSelector", Unsupported, "the rule applies to every workload that sees it"},
+		{"spec.workloadSelector", Supported, "the rule applies only to the selected workloads of its namespace, over that namespace's rules without a selector (no merging, as without PILOT_ENABLE_DESTINATION_RULE_INHERITANCE)"},
 	}
 	for _, p := range []string{"spec.trafficPolicy", "spec.subsets[].trafficPolicy"} {
 		out = append(out, trafficPolicy(p, false)...)
@@ -129,7 +132,7 @@ func serviceEntry() []Field {
 		{"spec.endpoints[].network", Unsupported, "no multi-network gateways"},
 		{"spec.workloadSelector", Supported, "selects the WorkloadEntries and the serving Pods (IP, running, Ready) of the namespace"},
 		{"spec.exportTo", Supported, ""},
-		{"spec.subjectAltNames", Unsupported, "clusters verify the SANs of the DestinationRule only"},
+		{"spec.subjectAltNames", Supported, "added to the SANs ISTIO_MUTUAL and auto-mTLS clusters of its hosts accept, as Istio (a DestinationRule's subjectAltNames replace them)"},
 	}
 }
 
@@ -177,13 +180,13 @@ func gateway() []Field {
 		{"spec.servers[].hosts", Supported, "NS/HOST, ./HOST, */HOST, HOST"},
 		{"spec.servers[].name", Supported, ""},
 		{"spec.servers[].defaultEndpoint", Unsupported, ""},
-		{"spec.servers[].tls", Supported, "SIMPLE, MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL, PASSTHROUGH; credentialName over SDS or certificate files; AUTO_PASSTHROUGH (multi-network SNI-DNAT) servers are not served (warned by the gateway generator)"},
-		{"spec.servers[].tls.credentialName", Supported, "Kubernetes Secrets (kubernetes.io/tls or generic cert/key/cacert) of the gateway's own namespace, watched cluster-wide (PILOT_ENABLE_GATEWAY_CREDENTIALS, chart gateways.credentials.enabled); other namespaces (Istio's SubjectAccessReview) are refused; not from --configDir files"},
-		{"spec.servers[].tls.caCrl", Unsupported, ""},
-		{"spec.servers[].tls.credentialNames", Unsupported, "use credentialName"},
-		{"spec.servers[].tls.caCertCredentialName", Unsupported, "use credentialName (its -cacert part)"},
-		{"spec.servers[].tls.tlsCertificates", Unsupported, "use serverCertificate and privateKey"},
-		{"spec.servers[].tls.insecureSkipVerify", Unsupported, ""},
+		{"spec.servers[].tls", Supported, "SIMPLE, MUTUAL, OPTIONAL_MUTUAL, ISTIO_MUTUAL, PASSTHROUGH; credentialName(s) over SDS or certificate files; contradictory fields (both credentialName and credentialNames, credentials and files, more than 2 certificates) leave the server unserved with a warning naming the field; AUTO_PASSTHROUGH (multi-network SNI-DNAT) servers are not served (warned by the gateway generator)"},
+		{"spec.servers[].tls.credentialName", Supported, "Secrets (kubernetes.io/tls tls.crt/tls.key/ca.crt/ca.crl or generic cert/key/cacert/crl) watched cluster-wide (PILOT_ENABLE_GATEWAY_CREDENTIALS, chart gateways.credentials.enabled) or read from --configDir files, served as kubernetes://NAME to the gateways of the Secret's namespace; NS/NAME of another namespace only to a gateway on the secure port whose verified ServiceAccount may list Secrets there (SubjectAccessReview, cached 1 min; Kubernetes mode)"},
+		{"spec.servers[].tls.caCrl", Supported, "CRL file of the client validation context (a credential's own ca.crl/crl comes over SDS)"},
+		{"spec.servers[].tls.credentialNames", Supported, "up to 2 (e.g. RSA and ECDSA), one SDS certificate each; clients verified against the first one's CA unless caCertCredentialName"},
+		{"spec.servers[].tls.caCertCredentialName", Partial, "a Secret (its ca.crt/cacert, else Secret NAME-cacert's) over SDS as kubernetes://NAME-cacert; ConfigMaps are not read"},
+		{"spec.servers[].tls.tlsCertificates", Supported, "up to 2 file pairs; MUTUAL clients verified against caCertificates, else the first pair's"},
+		{"spec.servers[].tls.insecureSkipVerify", Supported, "client validation trustChainVerification ACCEPT_UNTRUSTED"},
 	}
 }
 
@@ -200,16 +203,16 @@ func authorizationPolicy() []Field {
 		{"spec.selector", Supported, ""},
 		{"spec.targetRef", Unsupported, noTarget},
 		{"spec.targetRefs", Unsupported, noTarget},
-		{"spec.action", Supported, "ALLOW, DENY, AUDIT; CUSTOM is not supported (the policy is ignored, warned)"},
-		{"spec.provider", Unsupported, "CUSTOM (ext_authz) is not supported"},
+		{"spec.action", Supported, "ALLOW, DENY, AUDIT, CUSTOM (shadow RBAC gating ext_authz, before jwt_authn and the other RBAC filters, as Istio), on sidecars and gateways (HTTP and TCP servers); proxyless gRPC servers ignore CUSTOM, as in Istio"},
+		{"spec.provider", Supported, "a MeshConfig extensionProviders entry of type envoyExtAuthzHttp or envoyExtAuthzGrpc (service HOST or NAMESPACE/HOST, cluster outbound|PORT||HOST); TCP ports only with envoyExtAuthzGrpc; an unknown or invalid provider, or two providers on one workload, make the workload deny everything (Istio's fallback), warned"},
 		{"spec.rules", Supported, "HTTP and network RBAC filters; HTTP-only fields on TCP ports are warned"},
 		{"spec.rules[].from[].source.requestPrincipals", Supported, "ISS/SUB split at the last \"/\" as in Istio, matched on the jwt_authn payload metadata; HTTP only (TCP: warned); proxyless gRPC validates no JWT, so these never match there"},
 		{"spec.rules[].from[].source.notRequestPrincipals", Supported, "as requestPrincipals"},
-		{"spec.rules[].from[].source.serviceAccounts", Unsupported, "use principals"},
-		{"spec.rules[].from[].source.notServiceAccounts", Unsupported, "use principals"},
-		{"spec.rules[].from[].source.trustDomains", Unsupported, ""},
-		{"spec.rules[].from[].source.notTrustDomains", Unsupported, ""},
-		{"spec.rules[].when", Supported, "keys request.headers[...], source.ip, remote.ip, source.namespace, source.principal, destination.ip, destination.port, connection.sni, request.auth.principal, request.auth.audiences, request.auth.presenter, request.auth.claims[...][...]; other keys (experimental.*) are warned by the RBAC generator"},
+		{"spec.rules[].from[].source.serviceAccounts", Supported, "NAMESPACE/NAME or NAME (policy's namespace), matched on the peer SPIFFE ID in any trust domain, as Istio; with principals or namespaces the rule is invalid (warned, fails closed)"},
+		{"spec.rules[].from[].source.notServiceAccounts", Supported, "as serviceAccounts"},
+		{"spec.rules[].from[].source.trustDomains", Supported, "the peer SPIFFE ID's trust domain: exact, prefix td*, suffix *td, * (presence)"},
+		{"spec.rules[].from[].source.notTrustDomains", Supported, "as trustDomains"},
+		{"spec.rules[].when", Supported, "keys request.headers[...], source.ip, remote.ip, source.namespace, source.principal, source.serviceAccount, source.trustDomain, destination.ip, destination.port, connection.sni, request.auth.principal, request.auth.audiences, request.auth.presenter, request.auth.claims[...][...]; other keys (experimental.*) are warned by the RBAC generator"},
 	}
 }
 

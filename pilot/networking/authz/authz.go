@@ -2,6 +2,9 @@
 // Envoy RBAC filters for its inbound listener: envoy.filters.http.rbac in
 // HTTP connection managers and envoy.filters.network.rbac before TCP
 // proxies, AUDIT (LOG) first, then DENY, then ALLOW, as Istio orders them.
+// CUSTOM policies become a shadow RBAC filter and an ext_authz filter
+// calling the MeshConfig extension provider they name; Istio puts these
+// first, before jwt_authn and the other RBAC filters.
 package authz
 
 import (
@@ -22,7 +25,14 @@ import (
 
 // Filters are the RBAC filters of one workload.
 type Filters struct {
-	// HTTP go first in each inbound HTTP connection manager.
+	// CustomHTTP are the filters of the CUSTOM policies (shadow RBAC, then
+	// ext_authz; or a deny-all RBAC when the provider is unusable): they go
+	// first in each inbound HTTP connection manager, before jwt_authn.
+	CustomHTTP []*hcmv3.HttpFilter
+	// CustomNetwork are the CUSTOM filters of TCP chains (gRPC providers
+	// only), before Network.
+	CustomNetwork []*listenerv3.Filter
+	// HTTP go after jwt_authn in each inbound HTTP connection manager.
 	HTTP []*hcmv3.HttpFilter
 	// Network go before the tcp_proxy of each inbound TCP chain.
 	Network []*listenerv3.Filter
@@ -34,12 +44,15 @@ type Filters struct {
 }
 
 // Empty reports whether no policy applies.
-func (f Filters) Empty() bool { return len(f.HTTP) == 0 && len(f.Network) == 0 }
+func (f Filters) Empty() bool {
+	return len(f.HTTP)+len(f.Network)+len(f.CustomHTTP)+len(f.CustomNetwork) == 0
+}
 
 // ForWorkload builds the RBAC filters of a workload in namespace ns with
-// workloadLabels from the policies of push that select it.
+// workloadLabels from the policies of push that select it, resolving CUSTOM
+// providers in push's mesh config.
 func ForWorkload(push *model.PushContext, ns string, workloadLabels map[string]string) (Filters, error) {
-	return Build(push.SecurityPolicies().AuthorizationPoliciesFor(ns, workloadLabels))
+	return Build(push.SecurityPolicies().AuthorizationPoliciesFor(ns, workloadLabels), ProvidersOf(push))
 }
 
 // actions in filter order, with the Envoy action each becomes and the
@@ -58,6 +71,9 @@ var actions = []struct {
 // IsRBACFilter reports whether an HTTP or network filter name is one of
 // those Build makes ("envoy.filters.http.rbac", "envoy.filters.http.rbac.deny", ...).
 func IsRBACFilter(name string) bool {
+	if name == wellknown.HTTPRoleBasedAccessControl+customSuffix || name == wellknown.RoleBasedAccessControl+customSuffix {
+		return true
+	}
 	for _, a := range actions {
 		if name == wellknown.HTTPRoleBasedAccessControl+a.suffix || name == wellknown.RoleBasedAccessControl+a.suffix {
 			return true
@@ -71,13 +87,11 @@ func IsRBACFilter(name string) bool {
 // policy with no rules allows nothing (so, alone, it denies everything); a
 // rule with no from, to and when matches every request; a DENY policy with
 // no rules denies nothing. Fields that cannot be evaluated fail closed (see
-// converter). CUSTOM policies are not supported: warned about and skipped.
-func Build(policies []*model.Config) (Filters, error) {
+// converter). CUSTOM policies call the provider ps resolves (see custom).
+func Build(policies []*model.Config, ps Providers) (Filters, error) {
 	var out Filters
-	for _, c := range policies {
-		if c.Spec.(*security.AuthorizationPolicy).GetAction() == security.AuthorizationPolicy_CUSTOM {
-			out.Warnings = append(out.Warnings, fmt.Sprintf("AuthorizationPolicy %s/%s: spec.action CUSTOM (ext_authz) is not supported; policy ignored", c.Namespace, c.Name))
-		}
+	if err := custom(policies, ps, &out); err != nil {
+		return Filters{}, err
 	}
 	for _, a := range actions {
 		var selected []*model.Config
@@ -89,9 +103,9 @@ func Build(policies []*model.Config) (Filters, error) {
 		if len(selected) == 0 {
 			continue
 		}
-		httpRules, w := rbacRules(selected, a.envoy, false)
+		httpRules, w := rbacRules(selected, a.envoy, false, "")
 		out.Warnings = append(out.Warnings, w...)
-		tcpRules, w := rbacRules(selected, a.envoy, true)
+		tcpRules, w := rbacRules(selected, a.envoy, true, "")
 		out.NetworkWarnings = append(out.NetworkWarnings, w...)
 
 		hcfg, err := anypb.New(&rbachttpv3.RBAC{Rules: httpRules})
@@ -110,18 +124,19 @@ func Build(policies []*model.Config) (Filters, error) {
 	return out, nil
 }
 
-// rbacRules converts the policies of one action into one RBAC rule set.
-func rbacRules(policies []*model.Config, action rbacv3.RBAC_Action, tcp bool) (*rbacv3.RBAC, []string) {
+// rbacRules converts the policies of one action into one RBAC rule set,
+// its policy names starting with prefix.
+func rbacRules(policies []*model.Config, action rbacv3.RBAC_Action, tcp bool, prefix string) (*rbacv3.RBAC, []string) {
 	rules := &rbacv3.RBAC{Action: action, Policies: map[string]*rbacv3.Policy{}}
 	var warnings []string
 	for _, c := range policies {
 		ap := c.Spec.(*security.AuthorizationPolicy)
-		conv := &converter{where: fmt.Sprintf("AuthorizationPolicy %s/%s", c.Namespace, c.Name), tcp: tcp, deny: action != rbacv3.RBAC_ALLOW}
-		if len(ap.GetProvider().GetName()) > 0 {
+		conv := &converter{where: fmt.Sprintf("AuthorizationPolicy %s/%s", c.Namespace, c.Name), ns: c.Namespace, tcp: tcp, deny: action != rbacv3.RBAC_ALLOW}
+		if len(ap.GetProvider().GetName()) > 0 && ap.GetAction() != security.AuthorizationPolicy_CUSTOM {
 			conv.warn("spec.provider is only for CUSTOM; ignored")
 		}
 		for i, r := range ap.GetRules() {
-			name := fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", c.Namespace, c.Name, i)
+			name := fmt.Sprintf("%sns[%s]-policy[%s]-rule[%d]", prefix, c.Namespace, c.Name, i)
 			p, err := conv.rule(i, r)
 			switch {
 			case err != nil && conv.deny:

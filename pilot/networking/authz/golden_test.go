@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	meshconfig "istio.io/api/mesh/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -21,8 +22,10 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/out from the generated filters")
 
 // loadPush reads one Istio YAML file through the file config source and
-// builds a PushContext of its objects.
-func loadPush(t *testing.T, path string) *model.PushContext {
+// builds a PushContext of its objects, with the mesh config of
+// testdata/mesh.yaml (Istio's ext_authz task providers) and the provider
+// service ext-authz.foo.
+func loadPush(t testing.TB, path string) *model.PushContext {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -39,11 +42,37 @@ func loadPush(t *testing.T, path string) *model.PushContext {
 	for _, e := range snap.Errors {
 		t.Fatalf("%s: %v", path, e)
 	}
-	return nt.Input{Configs: snap.Configs}.PushContext()
+	return nt.Input{Configs: snap.Configs, Mesh: loadMesh(t, filepath.Join("testdata", "mesh.yaml")), Services: []*model.Service{extAuthzService()}}.PushContext()
+}
+
+// loadMesh reads a MeshConfig YAML file.
+func loadMesh(t testing.TB, path string) *meshconfig.MeshConfig {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh := &meshconfig.MeshConfig{}
+	if err := protojson.Unmarshal(js, mesh); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return mesh
+}
+
+// extAuthzService is the ext-authz sample of Istio's task, namespace foo.
+func extAuthzService() *model.Service {
+	return &model.Service{Hostname: "ext-authz.foo.svc.cluster.local", Name: "ext-authz", Namespace: "foo", Address: "10.0.0.50",
+		Ports: []model.Port{{Name: "http", Port: 8000, Protocol: model.ProtocolHTTP}, {Name: "grpc", Port: 9000, Protocol: model.ProtocolGRPC}}}
 }
 
 // goldenDoc is what a golden file holds: the filters in order and the warnings.
 type goldenDoc struct {
+	CustomHTTP      []json.RawMessage `json:"customHttp,omitempty"`
+	CustomNetwork   []json.RawMessage `json:"customNetwork,omitempty"`
 	HTTP            []json.RawMessage `json:"http"`
 	Network         []json.RawMessage `json:"network"`
 	Warnings        []string          `json:"warnings"`
@@ -77,6 +106,14 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			doc := goldenDoc{Warnings: f.Warnings, NetworkWarnings: f.NetworkWarnings}
+			for _, h := range f.CustomHTTP {
+				nt.ValidateRecursively(t, h)
+				doc.CustomHTTP = append(doc.CustomHTTP, toJSON(t, h))
+			}
+			for _, n := range f.CustomNetwork {
+				nt.ValidateRecursively(t, n)
+				doc.CustomNetwork = append(doc.CustomNetwork, toJSON(t, n))
+			}
 			for _, h := range f.HTTP {
 				nt.ValidateRecursively(t, h)
 				doc.HTTP = append(doc.HTTP, toJSON(t, h))

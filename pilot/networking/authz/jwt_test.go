@@ -117,7 +117,7 @@ func TestClaimKeys(t *testing.T) {
 
 	ap := &model.Config{Meta: model.Meta{Kind: model.KindAuthorizationPolicy, Name: "p", Namespace: "ns"}, Spec: &security.AuthorizationPolicy{
 		Rules: []*security.Rule{{When: []*security.Condition{{Key: "request.auth.claims[]", Values: []string{"x"}}}}}}}
-	f, err := Build([]*model.Config{ap})
+	f, err := Build([]*model.Config{ap}, Providers{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestJWTOnTCP(t *testing.T) {
 		{Meta: model.Meta{Kind: model.KindAuthorizationPolicy, Name: "allow", Namespace: "ns"}, Spec: &security.AuthorizationPolicy{Rules: []*security.Rule{rule}}},
 		{Meta: model.Meta{Kind: model.KindAuthorizationPolicy, Name: "deny", Namespace: "ns"}, Spec: &security.AuthorizationPolicy{Action: security.AuthorizationPolicy_DENY, Rules: []*security.Rule{rule}}},
 	}
-	f, err := Build(policies)
+	f, err := Build(policies, Providers{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,3 +168,41 @@ func andRules(rules []*rbacv3.Permission) *rbacv3.Permission {
 func notRule(r *rbacv3.Permission) *rbacv3.Permission {
 	return &rbacv3.Permission{Rule: &rbacv3.Permission_NotRule{NotRule: r}}
 }
+
+// serviceAccountID matches peers of a Kubernetes service account,
+// "NAMESPACE/NAME" or "NAME" (in the policy's namespace), as Istio: the
+// SPIFFE ID has any trust domain, ns/NAMESPACE, then optionally further
+// segments, then sa/NAME, then optionally further segments. Wildcards are
+// not allowed.
+func (c *converter) serviceAccountID(v string) (*rbacv3.Principal, error) {
+	ns, sa, qualified := strings.Cut(v, "/")
+	if !qualified {
+		ns, sa = c.ns, v
+	}
+	if ns == "" || sa == "" || strings.Contains(sa, "/") || strings.Contains(v, "*") {
+		return nil, fmt.Errorf("%q is not NAMESPACE/SERVICEACCOUNT or SERVICEACCOUNT (no wildcards)", v)
+	}
+	re := regexp.QuoteMeta(spiffePrefix) + "[^/]+/ns/" + regexp.QuoteMeta(ns) + "/(.+/)?sa/" + regexp.QuoteMeta(sa) + "(/.+)?"
+	return authenticated(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}}), nil
+}
+
+// trustDomainID matches peers whose SPIFFE ID is in a trust domain: exact,
+// "td*" a prefix, "*td" a suffix, "*" any (presence).
+func trustDomainID(v string) (*rbacv3.Principal, error) {
+	if v == "" || strings.Contains(v, "/") || strings.Count(v, "*") > 1 || (strings.Contains(v, "*") && !strings.HasPrefix(v, "*") && !strings.HasSuffix(v, "*")) {
+		return nil, fmt.Errorf("%q is not a trust domain (exact, td*, *td or *)", v)
+	}
+	var td string
+	switch {
+	case v == "*":
+		td = "[^/]+"
+	case strings.HasPrefix(v, "*"):
+		td = "[^/]*" + regexp.QuoteMeta(strings.TrimPrefix(v, "*"))
+	case strings.HasSuffix(v, "*"):
+		td = regexp.QuoteMeta(strings.TrimSuffix(v, "*")) + "[^/]*"
+	default:
+		td = regexp.QuoteMeta(v)
+	}
+	re := regexp.QuoteMeta(spiffePrefix) + td + "/.*"
+	return authenticated(&matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}}), nil
+}

@@ -13,6 +13,8 @@ import (
 type converter struct {
 	// where names the policy in warnings ("AuthorizationPolicy default/x").
 	where string
+	// ns is the policy's namespace: a service account without one is in it.
+	ns string
 	// tcp builds a network filter: HTTP-only fields cannot be evaluated.
 	tcp bool
 	// deny is true for DENY and AUDIT policies: a field that cannot be
@@ -155,10 +157,14 @@ func (c *converter) source(field string, s *security.Source) (*rbacv3.Principal,
 			return nil, fmt.Errorf("%s.requestPrincipals: %w", field, err)
 		}
 	}
-	if len(s.GetServiceAccounts())+len(s.GetNotServiceAccounts()) > 0 {
-		if e := c.unsupported(field+".serviceAccounts", "not supported; use principals"); e != nil {
-			return nil, e
-		}
+	if len(s.GetServiceAccounts())+len(s.GetNotServiceAccounts()) > 0 &&
+		len(s.GetPrincipals())+len(s.GetNotPrincipals())+len(s.GetNamespaces())+len(s.GetNotNamespaces()) > 0 {
+		return nil, fmt.Errorf("%s.serviceAccounts: cannot be set with principals or namespaces", field)
+	}
+	add("serviceAccounts", s.GetServiceAccounts(), s.GetNotServiceAccounts(), c.serviceAccountID)
+	add("trustDomains", s.GetTrustDomains(), s.GetNotTrustDomains(), trustDomainID)
+	if err != nil {
+		return nil, err
 	}
 	return andIDs(ids), nil
 }
@@ -238,6 +244,10 @@ func (c *converter) condition(field string, cond *security.Condition) (*rbacv3.P
 		return ids(ok(namespaceID))
 	case key == "source.principal":
 		return ids(ok(principalID))
+	case key == "source.serviceAccount":
+		return ids(c.serviceAccountID)
+	case key == "source.trustDomain":
+		return ids(trustDomainID)
 	case key == "destination.ip":
 		return perms(destinationIPRule)
 	case key == "destination.port":

@@ -62,6 +62,7 @@ func listenerDeps() []model.ConfigKey {
 	return []model.ConfigKey{
 		model.DependsOnAll(model.KindGateway), model.DependsOnAll(model.KindVirtualService),
 		model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindRequestAuthentication),
+		model.DependsOnAll(model.KindAuthorizationPolicy),
 	}
 }
 

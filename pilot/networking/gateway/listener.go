@@ -50,6 +50,12 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 		log.Error("RequestAuthentication not applied", "error", err)
 		jwt = nil
 	}
+	auth, err := authFilters(proxy, push, jwt)
+	if err != nil {
+		log.Error("gateway listeners not built", "error", err)
+		return nil
+	}
+	defer auth.logWarnings(log)
 	var out []*listenerv3.Listener
 	for _, port := range ports {
 		l := &listenerv3.Listener{
@@ -57,7 +63,7 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 			Address:          cluster.SocketAddress(listener.WildcardAddress, port),
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		}
-		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, labels: proxy.Labels(), jwt: jwt, seen: map[string]bool{}}
+		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, labels: proxy.Labels(), auth: auth.http, seen: map[string]bool{}}
 		for _, s := range byPort[port] {
 			b.add(s, push)
 		}
@@ -68,6 +74,7 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 		if b.plain != nil {
 			l.FilterChains = append(l.FilterChains, b.plain)
 		}
+		auth.addNetwork(l.FilterChains)
 		if len(b.chains) > 0 {
 			inspector, err := anypb.New(&tlsinspectorv3.TlsInspector{})
 			if err != nil {
@@ -90,8 +97,9 @@ type chainBuilder struct {
 	statPrefix string
 	// labels are the router's, for tcp routes' sourceLabels.
 	labels map[string]string
-	// jwt is the RequestAuthentication filter of the router, or nil.
-	jwt *hcmv3.HttpFilter
+	// auth are the HTTP filters of the router's RequestAuthentication and
+	// AuthorizationPolicies (authFilters), first in each HTTP manager.
+	auth []*hcmv3.HttpFilter
 	// chains match SNI; plain is the chain without a match (plain HTTP or
 	// opaque TCP, the first such server of the port), last.
 	chains []*listenerv3.FilterChain
@@ -112,7 +120,7 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 			}
 			return
 		}
-		hcm, err := connectionManager(b.statPrefix, s.routeName(), b.jwt)
+		hcm, err := connectionManager(b.statPrefix, s.routeName(), b.auth)
 		if err != nil {
 			log.Error("gateway server not served", "error", err)
 			return
@@ -129,7 +137,7 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 			log.Warn("gateway server not served", "error", err)
 			return
 		}
-		hcm, err := connectionManager(b.statPrefix, s.routeName(), b.jwt)
+		hcm, err := connectionManager(b.statPrefix, s.routeName(), b.auth)
 		if err != nil {
 			log.Error("gateway server not served", "error", err)
 			return
@@ -265,9 +273,9 @@ func tcpProxy(routes []*networking.RouteDestination, ns string, push *model.Push
 
 // connectionManager is the sidecar's RDS connection manager with the
 // gateway settings Istio adds: the client address is the connection's peer
-// (use_remote_address), as the gateway is the mesh's edge; jwt, when not
-// nil, goes first among the HTTP filters.
-func connectionManager(statPrefix, routeName string, jwt *hcmv3.HttpFilter) (*listenerv3.Filter, error) {
+// (use_remote_address), as the gateway is the mesh's edge; auth go first
+// among the HTTP filters.
+func connectionManager(statPrefix, routeName string, auth []*hcmv3.HttpFilter) (*listenerv3.Filter, error) {
 	f, err := listener.RDSConnectionManager(statPrefix, routeName)
 	if err != nil {
 		return nil, err
@@ -277,9 +285,7 @@ func connectionManager(statPrefix, routeName string, jwt *hcmv3.HttpFilter) (*li
 		return nil, fmt.Errorf("http_connection_manager %s: %w", statPrefix, err)
 	}
 	hcm.UseRemoteAddress = wrapperspb.Bool(true)
-	if jwt != nil {
-		hcm.HttpFilters = append([]*hcmv3.HttpFilter{jwt}, hcm.HttpFilters...)
-	}
+	hcm.HttpFilters = append(slices.Clip(auth), hcm.HttpFilters...)
 	cfg, err := anypb.New(hcm)
 	if err != nil {
 		return nil, fmt.Errorf("http_connection_manager %s: %w", statPrefix, err)

@@ -85,27 +85,31 @@ func (s inboundSecurity) chains(base string, port uint32, mode authn.Mode, filte
 	return out, nil
 }
 
-// tcpFilters returns the network RBAC filters followed by a tcp_proxy to clusterName.
+// tcpFilters returns the CUSTOM (ext_authz) network filters, then the
+// network RBAC filters, followed by a tcp_proxy to clusterName.
 func (s inboundSecurity) tcpFilters(clusterName string) ([]*listenerv3.Filter, error) {
 	tp, err := TCPProxyFilter(clusterName)
 	if err != nil {
 		return nil, err
 	}
-	return append(append([]*listenerv3.Filter(nil), s.rbac.Network...), tp), nil
+	out := append(append([]*listenerv3.Filter(nil), s.rbac.CustomNetwork...), s.rbac.Network...)
+	return append(out, tp), nil
 }
 
-// withRBAC puts the jwt_authn filter, then the HTTP RBAC filters, first in
-// an http_connection_manager filter, in Istio's order: the token is
-// validated (and its payload stored for RBAC) before authorization.
+// withRBAC puts, first in an http_connection_manager filter, the CUSTOM
+// filters (shadow RBAC and ext_authz), the jwt_authn filter, then the RBAC
+// filters (AUDIT, DENY, ALLOW), in Istio's order: CUSTOM before
+// authentication, and the token validated (its payload stored for RBAC)
+// before the other policies.
 func (s inboundSecurity) withRBAC(f *listenerv3.Filter) (*listenerv3.Filter, error) {
-	if len(s.rbac.HTTP) == 0 && s.jwt == nil {
+	if len(s.rbac.HTTP)+len(s.rbac.CustomHTTP) == 0 && s.jwt == nil {
 		return f, nil
 	}
 	var hcm hcmv3.HttpConnectionManager
 	if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 		return nil, fmt.Errorf("http_connection_manager: %w", err)
 	}
-	var first []*hcmv3.HttpFilter
+	first := append([]*hcmv3.HttpFilter(nil), s.rbac.CustomHTTP...)
 	if s.jwt != nil {
 		first = append(first, s.jwt)
 	}
