@@ -86,8 +86,12 @@ func TestControllerWarnsUnsupportedFields(t *testing.T) {
 	})
 
 	// A new resourceVersion is reported again, with both fields now set.
-	created.Spec.Tls = []*networking.TLSRoute{{Match: []*networking.TLSMatchAttributes{{SniHosts: []string{"mongo"}}},
-		Route: []*networking.RouteDestination{{Destination: &networking.Destination{Host: "mongo"}}}}}
+	created.Spec.Http = []*networking.HTTPRoute{{
+		Fault: &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{
+			ErrorType: &networking.HTTPFaultInjection_Abort_Http2Error{Http2Error: "REFUSED_STREAM"},
+		}},
+		Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "mongo"}}},
+	}}
 	if _, err := ic.NetworkingV1().VirtualServices(ns).Update(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

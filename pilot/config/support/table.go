@@ -86,7 +86,7 @@ func trafficPolicy(prefix string, portLevel bool) []Field {
 		{prefix + ".loadBalancer.localityLbSetting.failover", Supported, "priorities applied per proxy locality in EDS (with outlierDetection, as Istio), for sidecars and proxyless gRPC"},
 		{prefix + ".loadBalancer.localityLbSetting.failoverPriority", Partial, "priorities applied per proxy labels in EDS (with outlierDetection, as Istio), for sidecars and proxyless gRPC; region, zone and subzone fall back to the locality, but topology.istio.io/network and topology.istio.io/cluster are compared as plain workload labels (ISTIO_META_NETWORK, meshNetworks and the cluster ID are not used)"},
 		{prefix + ".connectionPool", Supported, "proxyless gRPC: tcp settings ignored"},
-		{prefix + ".connectionPool.tcp.idleTimeout", Partial, "the cluster's HTTP idle_timeout when http.idleTimeout is unset, as Istio; the outbound tcp_proxy idle_timeout Istio also sets is not"},
+		{prefix + ".connectionPool.tcp.idleTimeout", Supported, "the cluster's HTTP idle_timeout when http.idleTimeout is unset, and the outbound single-destination tcp_proxy idle_timeout (top-level policy), as Istio"},
 		{prefix + ".outlierDetection", Supported, ""},
 		{prefix + ".outlierDetection.consecutiveErrors", Unsupported, "deprecated; use consecutive5xxErrors"},
 		{prefix + ".outlierDetection.outlierDetectionHttpErrorCodes", Supported, "HttpProtocolOptions outlier_detection error matcher on :status, HTTP ports; " + grpcOnly},
