@@ -71,6 +71,9 @@ type PushContext struct {
 	// drSelected[namespace] are the rules with a workloadSelector, in store
 	// order; they are not in destinationRules (see DestinationRuleFor).
 	drSelected map[string][]*Config
+	// drTCPTimeouts: some rule sets a top-level connectionPool.tcp
+	// idleTimeout or maxConnectionDuration (see DestinationRulesSetTCPTimeouts).
+	drTCPTimeouts bool
 
 	gateways []Config
 	sidecars []Config
@@ -125,7 +128,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	}
 	if reuse && !req.Updated(KindDestinationRule) {
 		pc.destinationRules, pc.drAll, pc.drWildcards = prev.destinationRules, prev.drAll, prev.drWildcards
-		pc.drSelected = prev.drSelected
+		pc.drSelected, pc.drTCPTimeouts = prev.drSelected, prev.drTCPTimeouts
 	} else {
 		pc.initDestinationRules(env)
 	}
@@ -193,6 +196,9 @@ func (pc *PushContext) initDestinationRules(env *Environment) {
 		dr, ok := c.Spec.(*networking.DestinationRule)
 		if !ok {
 			continue
+		}
+		if tcp := dr.GetTrafficPolicy().GetConnectionPool().GetTcp(); tcp.GetIdleTimeout() != nil || tcp.GetMaxConnectionDuration() != nil {
+			pc.drTCPTimeouts = true
 		}
 		if dr.GetWorkloadSelector() != nil {
 			pc.drSelected[c.Namespace] = append(pc.drSelected[c.Namespace], c)
@@ -303,6 +309,11 @@ func (pc *PushContext) Gateways() []Config { return pc.gateways }
 
 // Sidecars returns every Sidecar.
 func (pc *PushContext) Sidecars() []Config { return pc.sidecars }
+
+// DestinationRulesSetTCPTimeouts reports whether any DestinationRule sets
+// a top-level connectionPool.tcp idleTimeout or maxConnectionDuration, so
+// the listener generator can skip a rule lookup per TCP service otherwise.
+func (pc *PushContext) DestinationRulesSetTCPTimeouts() bool { return pc.drTCPTimeouts }
 
 // DestinationRule returns the rule for hostname as seen from a proxy in
 // proxyNS, rules with a workloadSelector aside (see DestinationRuleFor),

@@ -100,7 +100,11 @@ type tcpTimeouts struct {
 	idle, maxDuration time.Duration
 }
 
-func tcpTimeoutsFor(dr *model.Config) tcpTimeouts {
+func tcpTimeoutsFor(push *model.PushContext, proxy *model.Proxy, svc *model.Service) tcpTimeouts {
+	if !push.DestinationRulesSetTCPTimeouts() {
+		return tcpTimeouts{}
+	}
+	dr := push.DestinationRuleFor(proxy, svc)
 	if dr == nil {
 		return tcpTimeouts{}
 	}
@@ -204,15 +208,21 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 	warnTLS := func(vs string, err error) {
 		log.Warn("virtual service tls route not applied", "virtualservice", vs, "error", err)
 	}
+	// Without egress ports every service of the scope is selected on every
+	// port: skip the per-port check (it is on the LDS cache-hit path).
+	egressPorts := scope.EgressPorts()
+	selected := func(svc *model.Service, port uint32) bool {
+		return len(egressPorts) == 0 || scope.SelectsOnPort(svc, port)
+	}
 	httpPorts := map[uint32]bool{}
 	for _, svc := range services {
 		for _, p := range svc.Ports {
-			if scope.OutboundProtocol(p).IsHTTP() && scope.SelectsOnPort(svc, p.Port) {
+			if scope.OutboundProtocol(p).IsHTTP() && selected(svc, p.Port) {
 				httpPorts[p.Port] = true
 			}
 		}
 	}
-	for _, ep := range scope.EgressPorts() {
+	for _, ep := range egressPorts {
 		if ep.Protocol.IsHTTP() {
 			httpPorts[ep.Port] = true
 		}
@@ -239,7 +249,7 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 		for _, p := range svc.Ports {
 			proto := scope.OutboundProtocol(p)
 			tls := isTLS(proto)
-			if !proto.IsTCP() || !scope.SelectsOnPort(svc, p.Port) {
+			if !proto.IsTCP() || !selected(svc, p.Port) {
 				continue
 			}
 			// Headless services' traffic passes through virtualOutbound;
@@ -278,7 +288,7 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 			}
 			out = append(out, outboundSpec{name: name, addr: addr, port: p.Port, host: svc.Hostname,
 				tcp: tcpRoutesFor(proxy, push, svc, p.Port, warn), bindToPort: declared && ep.BindToPort,
-				timeouts: tcpTimeoutsFor(push.DestinationRuleFor(proxy, svc))})
+				timeouts: tcpTimeoutsFor(push, proxy, svc)})
 		}
 	}
 	return out
