@@ -5,12 +5,6 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,7 +26,6 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
-	"github.com/meshpilot/meshpilot/internal/pki"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
@@ -49,37 +42,6 @@ const (
 	ingressNS  = "istio-ingress"
 	credential = "kubernetes://ingress-cert"
 )
-
-// keyPair returns a self-signed certificate for cn and its key, PEM.
-func keyPair(t *testing.T, cn string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     []string{cn},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err = pki.MarshalPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pki.EncodeCertificates(cert), keyPEM
-}
 
 func tlsSecret(name string, cert, key []byte) *corev1.Secret {
 	return &corev1.Secret{
@@ -203,7 +165,7 @@ func chainOf(s *tlsv3.Secret) string {
 func TestCredentialNameFromSecret(t *testing.T) {
 	ctx := t.Context()
 	ensureNamespace(ctx, t, ingressNS)
-	cert1, key1 := keyPair(t, "v1.example.com")
+	cert1, key1 := testutil.SelfSignedCert(t, "v1.example.com")
 	secrets := env.Clientset().CoreV1().Secrets(ingressNS)
 	if _, err := secrets.Create(ctx, tlsSecret("ingress-cert", cert1, key1), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Secret %s/ingress-cert: %v", ingressNS, err)
@@ -233,7 +195,7 @@ func TestCredentialNameFromSecret(t *testing.T) {
 		}
 	}
 
-	cert2, key2 := keyPair(t, "v2.example.com")
+	cert2, key2 := testutil.SelfSignedCert(t, "v2.example.com")
 	if _, err := secrets.Update(ctx, tlsSecret("ingress-cert", cert2, key2), metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("update Secret %s/ingress-cert: %v", ingressNS, err)
 	}
@@ -254,7 +216,7 @@ func TestCredentialNameFromSecret(t *testing.T) {
 func TestCredentialsOff(t *testing.T) {
 	ctx := t.Context()
 	ensureNamespace(ctx, t, ingressNS)
-	cert, key := keyPair(t, "off.example.com")
+	cert, key := testutil.SelfSignedCert(t, "off.example.com")
 	if _, err := env.Clientset().CoreV1().Secrets(ingressNS).Create(ctx, tlsSecret("off-cert", cert, key), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Secret: %v", err)
 	}

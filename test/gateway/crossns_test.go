@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 )
@@ -103,7 +104,7 @@ func TestCrossNamespaceCredential(t *testing.T) {
 	ingressToken := env.ServiceAccountToken(t, crossGatewayNS, "ingress", "istio-ca")
 	noaccessToken := env.ServiceAccountToken(t, crossGatewayNS, "noaccess", "istio-ca")
 	allowListSecrets(ctx, t, certsNS, crossGatewayNS, "ingress")
-	cert1, key1 := keyPair(t, "shared1.example.com")
+	cert1, key1 := testutil.SelfSignedCert(t, "shared1.example.com")
 	putSecret(ctx, t, certsNS, "shared-cert", cert1, key1)
 
 	opts := bootstraptest.Options(t)
@@ -131,7 +132,7 @@ func TestCrossNamespaceCredential(t *testing.T) {
 		}
 	}
 
-	cert2, key2 := keyPair(t, "shared2.example.com")
+	cert2, key2 := testutil.SelfSignedCert(t, "shared2.example.com")
 	putSecret(ctx, t, certsNS, "shared-cert", cert2, key2)
 	for {
 		got = gw.next(t)

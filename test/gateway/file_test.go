@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 )
 
@@ -52,8 +53,8 @@ func writeAtomic(t *testing.T, dir, name, content string) {
 // ingress-cert gets nothing; no log line holds key material.
 func TestFileModeCredentials(t *testing.T) {
 	dir := t.TempDir()
-	cert1, key1 := keyPair(t, "v1.example.com")
-	otherCert1, otherKey1 := keyPair(t, "other.example.com")
+	cert1, key1 := testutil.SelfSignedCert(t, "v1.example.com")
+	otherCert1, otherKey1 := testutil.SelfSignedCert(t, "other.example.com")
 	writeAtomic(t, dir, "gateway.yaml", gatewayYAML)
 	writeAtomic(t, dir, "ingress-secret.yaml", secretYAML(ingressNS, "ingress-cert", cert1, key1))
 	writeAtomic(t, dir, "other-secret.yaml", secretYAML("other", "other-cert", otherCert1, otherKey1))
@@ -80,14 +81,14 @@ func TestFileModeCredentials(t *testing.T) {
 		t.Errorf("gateway of namespace other got %s: %v", credential, got)
 	}
 
-	cert2, key2 := keyPair(t, "v2.example.com")
+	cert2, key2 := testutil.SelfSignedCert(t, "v2.example.com")
 	writeAtomic(t, dir, "ingress-secret.yaml", secretYAML(ingressNS, "ingress-cert", cert2, key2))
 	if got := gw.next(t); got[credential] == nil || chainOf(got[credential]) != string(cert2) {
 		t.Fatalf("after the file change the gateway got %v, want the new certificate", got)
 	}
 	// The next push the other router sees is for its own Secret's change:
 	// the ingress-cert change did not reach it.
-	otherCert2, otherKey2 := keyPair(t, "other2.example.com")
+	otherCert2, otherKey2 := testutil.SelfSignedCert(t, "other2.example.com")
 	writeAtomic(t, dir, "other-secret.yaml", secretYAML("other", "other-cert", otherCert2, otherKey2))
 	if got := other.next(t); got[otherCredential] == nil || chainOf(got[otherCredential]) != string(otherCert2) {
 		t.Fatalf("gateway of namespace other: next response %v, want only its own Secret's change", got)
@@ -105,7 +106,7 @@ func TestFileModeCredentials(t *testing.T) {
 // the config directory's Secrets are not served (and a warning says so).
 func TestFileModeCredentialsOff(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := keyPair(t, "off.example.com")
+	cert, key := testutil.SelfSignedCert(t, "off.example.com")
 	writeAtomic(t, dir, "gateway.yaml", gatewayYAML)
 	writeAtomic(t, dir, "ingress-secret.yaml", secretYAML(ingressNS, "ingress-cert", cert, key))
 	logs := &bootstraptest.LogBuffer{}

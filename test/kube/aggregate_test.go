@@ -40,14 +40,14 @@ spec:
 	srv, _ := startKubeServer(t, env, func(o *bootstrap.Options) {
 		o.ConfigDir = filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo")
 	})
-	client := runClient(t, srv, bootstraptest.SidecarNode(t, "client-1", "default", "10.1.9.9", nil))
+	client := bootstraptest.RunClient(t, srv, adsc.Config{Node: bootstraptest.SidecarNode(t, "client-1", "default", "10.1.9.9", nil)})
 	want := []string{
 		"outbound|8080||web.shop.svc.cluster.local",            // cluster Service
 		"outbound|443||payments.example.com",                   // cluster ServiceEntry
 		"outbound|9080|v1|reviews.default.svc.cluster.local",   // file Service + file DestinationRule
 		"outbound|9080||productpage.default.svc.cluster.local", // file Service
 	}
-	waitClient(t, client, "services and config of both sources", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "services and config of both sources", func(c *adsc.Client) bool {
 		for _, n := range want {
 			if !hasCluster(c, n) {
 				return false
@@ -56,7 +56,7 @@ spec:
 		return true
 	})
 	// File endpoints (the example's pods) are served from their own shard.
-	waitClient(t, client, "file endpoints", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "file endpoints", func(c *adsc.Client) bool {
 		return len(c.HealthyEndpoints("outbound|9080||productpage.default.svc.cluster.local")) == 1
 	})
 }

@@ -152,17 +152,17 @@ func TestBookinfoClustersMatchFileMode(t *testing.T) {
 		}
 	}
 	node := bootstraptest.SidecarNode(t, "reviews-v1", "default", reviewsIP, map[string]string{"app": "reviews", "version": "v1"})
-	fromFile := runClient(t, fileSrv, node)
-	fromKube := runClient(t, kubeSrv, node)
+	fromFile := bootstraptest.RunClient(t, fileSrv, adsc.Config{Node: node})
+	fromKube := bootstraptest.RunClient(t, kubeSrv, adsc.Config{Node: node})
 	complete := func(c *adsc.Client) bool {
 		return c.HasAll() && len(c.Resources(model.ClusterType)) > 0 && hasCluster(c, "outbound|9080|v1|reviews.default.svc.cluster.local")
 	}
-	waitClient(t, fromFile, "file mode clusters", complete)
-	waitClient(t, fromKube, "kube mode clusters", complete)
+	bootstraptest.WaitClient(t, fromFile, "file mode clusters", complete)
+	bootstraptest.WaitClient(t, fromKube, "kube mode clusters", complete)
 	// The API server's own Service (kubernetes.default) is real in a cluster
 	// and absent from the manifests: it is the one expected difference.
 	want := clusterNames(fromFile)
-	waitClient(t, fromKube, "the same cluster names as file mode", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, fromKube, "the same cluster names as file mode", func(c *adsc.Client) bool {
 		return slices.Equal(withoutAPIServer(clusterNames(c)), want)
 	})
 	if len(want) < 10 {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,33 +48,6 @@ func startKubeServer(t *testing.T, env *kubetest.Env, mutate func(*bootstrap.Opt
 		t.Fatal("server returned from Start without being ready")
 	}
 	return srv, logs
-}
-
-// runClient runs an Envoy-like ADS client until the test ends.
-func runClient(t *testing.T, srv *bootstrap.Server, node *corev3.Node) *adsc.Client {
-	t.Helper()
-	c := adsc.New(adsc.Config{Node: node})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	conn := bootstraptest.Dial(t, srv.GRPCListenAddr())
-	go func() { done <- c.Run(ctx, conn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ADS client: %v", err)
-		}
-	})
-	return c
-}
-
-// waitClient waits until cond holds for c (30 s at most).
-func waitClient(t *testing.T, c *adsc.Client, what string, cond func(*adsc.Client) bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitFor(ctx, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }
 
 // waitUntil polls cond until it returns nil (30 s at most).

@@ -136,8 +136,8 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 	runningPod(t, c, "shop", "web-2", "10.1.0.2", "node-a", v1)
 	mustCreate(t, "EndpointSlice", c.DiscoveryV1().EndpointSlices("shop").Create, webSlice(map[string]string{"web-1": "10.1.0.1"}))
 
-	client := runClient(t, srv, bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"}))
-	waitClient(t, client, "web's cluster and its one endpoint", func(c *adsc.Client) bool {
+	client := bootstraptest.RunClient(t, srv, adsc.Config{Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"})})
+	bootstraptest.WaitClient(t, client, "web's cluster and its one endpoint", func(c *adsc.Client) bool {
 		return isEDSCluster(c, webCluster) && slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080"})
 	})
 	checkEndpointMetadata(t, srv)
@@ -170,7 +170,7 @@ spec:
     route:
     - destination: {host: web, subset: v1}
 `, "shop")
-	waitClient(t, client, "the v1 subset cluster and the VirtualService's route", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "the v1 subset cluster and the VirtualService's route", func(c *adsc.Client) bool {
 		return hasCluster(c, webV1) && webRouteTimeout(c) == 7*time.Second &&
 			slices.Equal(c.HealthyEndpoints(webV1), []string{"10.1.0.1:8080"})
 	})
@@ -181,7 +181,7 @@ spec:
 	edsPushes := metric(t, srv, "pilot_xds_pushes", `type="eds"`)
 	cdsPushes := metric(t, srv, "pilot_xds_pushes", `type="cds"`)
 	updateSlice(t, c, map[string]string{"web-1": "10.1.0.1", "web-2": "10.1.0.2"})
-	waitClient(t, client, "the second endpoint", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "the second endpoint", func(c *adsc.Client) bool {
 		return slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"}) &&
 			slices.Equal(c.HealthyEndpoints(webV1), []string{"10.1.0.1:8080", "10.1.0.2:8080"})
 	})
@@ -204,7 +204,7 @@ spec:
 	runningPod(t, c, "shop", "web-3", "10.1.0.3", "node-a", v1)
 	updateSlice(t, c, map[string]string{"web-1": "10.1.0.1", "web-2": "10.1.0.2", "web-3": "10.1.0.3"})
 	want := []string{"10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"}
-	waitClient(t, client, "the endpoint added after the restart", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "the endpoint added after the restart", func(c *adsc.Client) bool {
 		return slices.Equal(c.HealthyEndpoints(webCluster), want)
 	})
 	if got := srv.Discovery().PushContext().Endpoints.Endpoints(webHost); len(got) != 3 {
@@ -216,13 +216,13 @@ spec:
 		t.Fatal(err)
 	}
 	updateSlice(t, c, map[string]string{"web-1": "10.1.0.1", "web-3": "10.1.0.3"})
-	waitClient(t, client, "the removed endpoint gone", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "the removed endpoint gone", func(c *adsc.Client) bool {
 		return slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080", "10.1.0.3:8080"})
 	})
 	if err := c.CoreV1().Services("shop").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitClient(t, client, "web's clusters gone", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "web's clusters gone", func(c *adsc.Client) bool {
 		return !hasCluster(c, webCluster) && !hasCluster(c, webV1)
 	})
 	if strings.Contains(logs.String(), "forbidden") {

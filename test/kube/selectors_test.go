@@ -51,8 +51,8 @@ func TestDiscoverySelectorsAndMeshConfigMap(t *testing.T) {
 		})
 	}
 	srv, _ := startKubeServer(t, env, nil)
-	client := runClient(t, srv, bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", nil))
-	waitClient(t, client, "only the selected namespace's service", func(c *adsc.Client) bool {
+	client := bootstraptest.RunClient(t, srv, adsc.Config{Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", nil)})
+	bootstraptest.WaitClient(t, client, "only the selected namespace's service", func(c *adsc.Client) bool {
 		return hasCluster(c, shopA) && connectTimeout(c, shopA) == 5*time.Second
 	})
 	if hasCluster(client, otherB) || hasCluster(client, apiSvc) {
@@ -68,14 +68,14 @@ func TestDiscoverySelectorsAndMeshConfigMap(t *testing.T) {
 	if _, err := c.CoreV1().Namespaces().Update(ctx, other, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitClient(t, client, "the newly selected namespace's service", func(c *adsc.Client) bool { return hasCluster(c, otherB) })
+	bootstraptest.WaitClient(t, client, "the newly selected namespace's service", func(c *adsc.Client) bool { return hasCluster(c, otherB) })
 
 	// A ConfigMap edit: no selectors (every namespace) and a new timeout.
 	cm.Data["mesh"] = "connectTimeout: 3s\n"
 	if _, err := c.CoreV1().ConfigMaps("istio-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitClient(t, client, "every namespace and the new connect timeout", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "every namespace and the new connect timeout", func(c *adsc.Client) bool {
 		return hasCluster(c, apiSvc) && connectTimeout(c, shopA) == 3*time.Second
 	})
 
@@ -83,7 +83,7 @@ func TestDiscoverySelectorsAndMeshConfigMap(t *testing.T) {
 	if err := c.CoreV1().ConfigMaps("istio-system").Delete(ctx, "istio", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitClient(t, client, "the default connect timeout", func(c *adsc.Client) bool {
+	bootstraptest.WaitClient(t, client, "the default connect timeout", func(c *adsc.Client) bool {
 		return connectTimeout(c, shopA) == 10*time.Second
 	})
 }

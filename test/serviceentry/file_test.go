@@ -87,7 +87,7 @@ func TestFileModeWorkloadSelectorPods(t *testing.T) {
 
 	// The selected pod's own sidecar serves the ServiceEntry port inbound,
 	// on the targetPort.
-	self := runClient(t, srv, adsc.Config{
+	self := bootstraptest.RunClient(t, srv, adsc.Config{
 		Node: bootstraptest.SidecarNode(t, "legacy-1", "shop", "10.1.0.1", map[string]string{"app": "legacy"})})
 	waitClient(t, self, "the selected pod's inbound cluster for the ServiceEntry port", func(c *adsc.Client) bool {
 		_, ok := c.Resources(model.ClusterType)["inbound|8080||"]
@@ -99,7 +99,7 @@ func TestFileModeWorkloadSelectorPods(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			// Each round starts from both pods selected.
 			writeFile(t, filepath.Join(dir, "pod-2.yaml"), podYAML("legacy-2", "10.1.0.2", "legacy"))
-			client := runClient(t, srv, adsc.Config{Delta: delta,
+			client := bootstraptest.RunClient(t, srv, adsc.Config{Delta: delta,
 				Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"})})
 			both := []string{"10.1.0.1:8080", "10.1.0.2:8080"}
 			waitClient(t, client, "both legacy pods in EDS", func(c *adsc.Client) bool {

@@ -16,24 +16,8 @@ import (
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
-// runClient runs an Envoy-like ADS client until the test ends.
-func runClient(t *testing.T, srv *bootstrap.Server, cfg adsc.Config) *adsc.Client {
-	t.Helper()
-	c := adsc.New(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	conn := bootstraptest.Dial(t, srv.GRPCListenAddr())
-	go func() { done <- c.Run(ctx, conn) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ADS client: %v", err)
-		}
-	})
-	return c
-}
-
-// waitClient waits until cond holds for c (30 s at most).
+// waitClient waits until cond holds for c (30 s at most); a failure names
+// the legacy cluster's endpoints at that moment.
 func waitClient(t *testing.T, c *adsc.Client, what string, cond func(*adsc.Client) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

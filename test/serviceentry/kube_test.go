@@ -75,7 +75,7 @@ func TestKubeModeWorkloadSelectorPods(t *testing.T) {
 	opts.KubeRestConfig = env.Config()
 	opts.ConfigDir = dir
 	srv := bootstraptest.Start(t, opts)
-	client := runClient(t, srv, adsc.Config{
+	client := bootstraptest.RunClient(t, srv, adsc.Config{
 		Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"})})
 	waitClient(t, client, "both legacy pods in EDS", func(c *adsc.Client) bool {
 		return isEDSCluster(c, legacyCluster) && slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"})

@@ -2,15 +2,8 @@ package sds_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"log/slog"
-	"math/big"
 	"os"
 	"path/filepath"
 	"sync"
@@ -70,38 +63,13 @@ func (p *fakeProvider) Set(it *sds.Item) {
 // setBoth sets a fresh workload certificate and root; it returns them.
 func (p *fakeProvider) setBoth(t *testing.T, cn string) (workload, root *sds.Item) {
 	t.Helper()
-	chain, key := selfSigned(t, cn)
-	rootPEM, _ := selfSigned(t, "root-"+cn)
+	chain, key := testutil.SelfSignedCert(t, cn)
+	rootPEM, _ := testutil.SelfSignedCert(t, "root-"+cn)
 	workload = &sds.Item{Name: "default", CertChainPEM: chain, PrivateKeyPEM: key, RootPEM: rootPEM}
 	root = &sds.Item{Name: "ROOTCA", RootPEM: rootPEM}
 	p.Set(workload)
 	p.Set(root)
 	return workload, root
-}
-
-// selfSigned returns a PEM certificate and PKCS#8 key for cn.
-func selfSigned(t *testing.T, cn string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
 }
 
 // running is a Server started by startServer.

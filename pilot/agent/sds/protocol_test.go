@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds"
 )
 
@@ -106,7 +107,7 @@ func TestSotWAckNackAndStaleNonceAnswerNothing(t *testing.T) {
 	send(&discoveryv3.DiscoveryRequest{ResponseNonce: first.Nonce, ErrorDetail: &statuspb.Status{Message: "x"}}) // NACK
 
 	// None of those is answered: the next response is the push.
-	rootPEM, _ := selfSigned(t, "root-two")
+	rootPEM, _ := testutil.SelfSignedCert(t, "root-two")
 	p.Set(&sds.Item{Name: "ROOTCA", RootPEM: rootPEM})
 	next := recv()
 	got := secretsOf(t, next)
@@ -234,7 +235,7 @@ func TestDeltaInitialVersionsAndUnsubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLog(t, srv, "(ACK)")
-	rootPEM, _ := selfSigned(t, "root-two")
+	rootPEM, _ := testutil.SelfSignedCert(t, "root-two")
 	p.Set(&sds.Item{Name: "ROOTCA", RootPEM: rootPEM})
 	// The first stream still watches ROOTCA: its push shows the change went out.
 	resp, err = first.Recv()
@@ -244,7 +245,7 @@ func TestDeltaInitialVersionsAndUnsubscribe(t *testing.T) {
 	if len(resp.GetResources()) != 1 || resp.GetResources()[0].GetName() != "ROOTCA" {
 		t.Fatalf("push to the first stream = %v, want ROOTCA", resp.GetResources())
 	}
-	chain, key := selfSigned(t, "two")
+	chain, key := testutil.SelfSignedCert(t, "two")
 	p.Set(&sds.Item{Name: "default", CertChainPEM: chain, PrivateKeyPEM: key})
 	resp, err = second.Recv()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds/sdstest"
 )
@@ -107,7 +108,7 @@ func TestRotationPushed(t *testing.T) {
 		if err := c.WaitFor(ctx, hasBoth); err != nil {
 			t.Fatal(err)
 		}
-		chain, key := selfSigned(t, "two")
+		chain, key := testutil.SelfSignedCert(t, "two")
 		rotated := &sds.Item{Name: "default", CertChainPEM: chain, PrivateKeyPEM: key}
 		p.Set(rotated)
 		if err := c.WaitFor(ctx, func(c *sdstest.Client) bool { return c.Updates("default") == 2 }); err != nil {
@@ -121,7 +122,7 @@ func TestRotationPushed(t *testing.T) {
 		// A change notification without new content sends nothing new; a
 		// later root change still arrives.
 		p.Set(rotated)
-		rootPEM, _ := selfSigned(t, "root-two")
+		rootPEM, _ := testutil.SelfSignedCert(t, "root-two")
 		root := &sds.Item{Name: "ROOTCA", RootPEM: rootPEM}
 		p.Set(root)
 		if err := c.WaitFor(ctx, func(c *sdstest.Client) bool { return c.Updates("ROOTCA") == 2 }); err != nil {
@@ -168,7 +169,7 @@ func TestEveryStreamGetsPushes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	chain, key := selfSigned(t, "two")
+	chain, key := testutil.SelfSignedCert(t, "two")
 	rotated := &sds.Item{Name: "default", CertChainPEM: chain, PrivateKeyPEM: key}
 	p.Set(rotated)
 	for i, c := range clients {
