@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,23 +68,6 @@ func clusterNames(c *adsc.Client) []string {
 func hasCluster(c *adsc.Client, name string) bool {
 	_, ok := c.Resources(model.ClusterType)[name]
 	return ok
-}
-
-func isEDSCluster(c *adsc.Client, name string) bool {
-	cl := &clusterv3.Cluster{}
-	a := c.Resources(model.ClusterType)[name]
-	return a != nil && a.UnmarshalTo(cl) == nil && cl.GetType() == clusterv3.Cluster_EDS
-}
-
-// metric scrapes /metrics and returns the sample of name whose label set
-// is exactly labels (each `key="value"`, in sorted order), 0 when absent.
-func metric(t *testing.T, srv *bootstrap.Server, name string, labels ...string) float64 {
-	t.Helper()
-	if len(labels) > 0 {
-		name += "{" + strings.Join(labels, ",") + "}"
-	}
-	v, _ := bootstraptest.Metric(t, srv, name)
-	return v
 }
 
 // applier creates the objects of YAML manifests through the dynamic client.

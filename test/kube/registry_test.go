@@ -138,7 +138,7 @@ func TestKubernetesSourceEndToEnd(t *testing.T) {
 
 	client := bootstraptest.RunClient(t, srv, adsc.Config{Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"})})
 	bootstraptest.WaitClient(t, client, "web's cluster and its one endpoint", func(c *adsc.Client) bool {
-		return isEDSCluster(c, webCluster) && slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080"})
+		return c.IsEDSCluster(webCluster) && slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080"})
 	})
 	checkEndpointMetadata(t, srv)
 
@@ -177,9 +177,9 @@ spec:
 
 	// An endpoint change is an EDS-only push: no new PushContext.
 	pc := srv.Discovery().PushContext()
-	builds := metric(t, srv, "pilot_pushcontext_init_seconds_count")
-	edsPushes := metric(t, srv, "pilot_xds_pushes", `type="eds"`)
-	cdsPushes := metric(t, srv, "pilot_xds_pushes", `type="cds"`)
+	builds := bootstraptest.MetricValue(t, srv, "pilot_pushcontext_init_seconds_count")
+	edsPushes := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="eds"`)
+	cdsPushes := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="cds"`)
 	updateSlice(t, c, map[string]string{"web-1": "10.1.0.1", "web-2": "10.1.0.2"})
 	bootstraptest.WaitClient(t, client, "the second endpoint", func(c *adsc.Client) bool {
 		return slices.Equal(c.HealthyEndpoints(webCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"}) &&
@@ -188,13 +188,13 @@ spec:
 	if srv.Discovery().PushContext() != pc {
 		t.Error("an endpoint-only change rebuilt the PushContext")
 	}
-	if got := metric(t, srv, "pilot_pushcontext_init_seconds_count"); got != builds {
+	if got := bootstraptest.MetricValue(t, srv, "pilot_pushcontext_init_seconds_count"); got != builds {
 		t.Errorf("pilot_pushcontext_init_seconds_count went from %v to %v on an endpoint-only change", builds, got)
 	}
-	if got := metric(t, srv, "pilot_xds_pushes", `type="eds"`); got <= edsPushes {
+	if got := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="eds"`); got <= edsPushes {
 		t.Errorf("pilot_xds_pushes{type=eds} stayed at %v", got)
 	}
-	if got := metric(t, srv, "pilot_xds_pushes", `type="cds"`); got != cdsPushes {
+	if got := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="cds"`); got != cdsPushes {
 		t.Errorf("pilot_xds_pushes{type=cds} went from %v to %v on an endpoint-only change", cdsPushes, got)
 	}
 

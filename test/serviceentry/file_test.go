@@ -103,7 +103,7 @@ func TestFileModeWorkloadSelectorPods(t *testing.T) {
 				Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"})})
 			both := []string{"10.1.0.1:8080", "10.1.0.2:8080"}
 			waitClient(t, client, "both legacy pods in EDS", func(c *adsc.Client) bool {
-				return isEDSCluster(c, legacyCluster) && slices.Equal(c.HealthyEndpoints(legacyCluster), both)
+				return c.IsEDSCluster(legacyCluster) && slices.Equal(c.HealthyEndpoints(legacyCluster), both)
 			})
 			cla := loadAssignment(t, client, legacyCluster)
 			if got := cla.GetEndpoints()[0].GetLocality(); got.GetRegion() != "eu-west1" || got.GetZone() != "eu-west1-b" {
@@ -115,8 +115,8 @@ func TestFileModeWorkloadSelectorPods(t *testing.T) {
 			}
 
 			pc := srv.Discovery().PushContext()
-			builds := metric(t, srv, "pilot_pushcontext_init_seconds_count")
-			cdsPushes := metric(t, srv, "pilot_xds_pushes", `type="cds"`)
+			builds := bootstraptest.MetricValue(t, srv, "pilot_pushcontext_init_seconds_count")
+			cdsPushes := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="cds"`)
 			writeFile(t, filepath.Join(dir, "pod-2.yaml"), podYAML("legacy-2", "10.1.0.2", "retired"))
 			waitClient(t, client, "the relabelled pod gone from EDS", func(c *adsc.Client) bool {
 				return slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.1:8080"})
@@ -124,10 +124,10 @@ func TestFileModeWorkloadSelectorPods(t *testing.T) {
 			if srv.Discovery().PushContext() != pc {
 				t.Error("a pod label change rebuilt the PushContext")
 			}
-			if got := metric(t, srv, "pilot_pushcontext_init_seconds_count"); got != builds {
+			if got := bootstraptest.MetricValue(t, srv, "pilot_pushcontext_init_seconds_count"); got != builds {
 				t.Errorf("pilot_pushcontext_init_seconds_count went from %v to %v on an endpoint-only change", builds, got)
 			}
-			if got := metric(t, srv, "pilot_xds_pushes", `type="cds"`); got != cdsPushes {
+			if got := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="cds"`); got != cdsPushes {
 				t.Errorf("pilot_xds_pushes{type=cds} went from %v to %v on an endpoint-only change", cdsPushes, got)
 			}
 		})

@@ -2,16 +2,12 @@ package serviceentry_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/bootstrap"
-	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
@@ -43,21 +39,4 @@ func loadAssignment(t *testing.T, c *adsc.Client, cluster string) *endpointv3.Cl
 		t.Errorf("EDS %s: %v", cluster, err)
 	}
 	return cla
-}
-
-func isEDSCluster(c *adsc.Client, name string) bool {
-	cl := &clusterv3.Cluster{}
-	a := c.Resources(model.ClusterType)[name]
-	return a != nil && a.UnmarshalTo(cl) == nil && cl.GetType() == clusterv3.Cluster_EDS
-}
-
-// metric returns the sample of name with exactly labels from /metrics, 0
-// when absent.
-func metric(t *testing.T, srv *bootstrap.Server, name string, labels ...string) float64 {
-	t.Helper()
-	if len(labels) > 0 {
-		name += "{" + strings.Join(labels, ",") + "}"
-	}
-	v, _ := bootstraptest.Metric(t, srv, name)
-	return v
 }

@@ -78,7 +78,7 @@ func TestKubeModeWorkloadSelectorPods(t *testing.T) {
 	client := bootstraptest.RunClient(t, srv, adsc.Config{
 		Node: bootstraptest.SidecarNode(t, "client-1", "shop", "10.1.9.9", map[string]string{"app": "client"})})
 	waitClient(t, client, "both legacy pods in EDS", func(c *adsc.Client) bool {
-		return isEDSCluster(c, legacyCluster) && slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"})
+		return c.IsEDSCluster(legacyCluster) && slices.Equal(c.HealthyEndpoints(legacyCluster), []string{"10.1.0.1:8080", "10.1.0.2:8080"})
 	})
 	cla := loadAssignment(t, client, legacyCluster)
 	if got := cla.GetEndpoints()[0].GetLocality(); got.GetRegion() != "eu-west1" || got.GetZone() != "eu-west1-b" {
@@ -86,13 +86,13 @@ func TestKubeModeWorkloadSelectorPods(t *testing.T) {
 	}
 
 	pc := srv.Discovery().PushContext()
-	cdsPushes := metric(t, srv, "pilot_xds_pushes", `type="cds"`)
+	cdsPushes := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="cds"`)
 	endpointOnly := func(what string) {
 		t.Helper()
 		if srv.Discovery().PushContext() != pc {
 			t.Errorf("%s rebuilt the PushContext", what)
 		}
-		if got := metric(t, srv, "pilot_xds_pushes", `type="cds"`); got != cdsPushes {
+		if got := bootstraptest.MetricValue(t, srv, "pilot_xds_pushes", `type="cds"`); got != cdsPushes {
 			t.Errorf("pilot_xds_pushes{type=cds} went from %v to %v on %s", cdsPushes, got, what)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
@@ -34,4 +35,12 @@ func (c *Client) HealthyEndpoints(cluster string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// IsEDSCluster reports whether the client holds cluster name and it is of
+// type EDS.
+func (c *Client) IsEDSCluster(name string) bool {
+	a := c.Resources(model.ClusterType)[name]
+	cl := &clusterv3.Cluster{}
+	return a != nil && a.UnmarshalTo(cl) == nil && cl.GetType() == clusterv3.Cluster_EDS
 }

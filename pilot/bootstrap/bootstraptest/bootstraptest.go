@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +96,18 @@ type LogBuffer = testutil.Buffer
 func Metric(t testing.TB, srv *bootstrap.Server, series string) (value float64, ok bool) {
 	t.Helper()
 	return testutil.Metric(t, "http://"+srv.MonitoringListenAddr()+"/metrics", series)
+}
+
+// MetricValue returns the sample of name whose label set is exactly labels
+// (each `key="value"`, in sorted order) from srv's /metrics page, 0 when
+// absent.
+func MetricValue(t testing.TB, srv *bootstrap.Server, name string, labels ...string) float64 {
+	t.Helper()
+	if len(labels) > 0 {
+		name += "{" + strings.Join(labels, ",") + "}"
+	}
+	v, _ := Metric(t, srv, name)
+	return v
 }
 
 // Dial opens a plaintext gRPC connection to addr, closed when the test ends.
