@@ -167,9 +167,7 @@ func TestCredentialNameFromSecret(t *testing.T) {
 	ensureNamespace(ctx, t, ingressNS)
 	cert1, key1 := testutil.SelfSignedCert(t, "v1.example.com")
 	secrets := env.Clientset().CoreV1().Secrets(ingressNS)
-	if _, err := secrets.Create(ctx, tlsSecret("ingress-cert", cert1, key1), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Secret %s/ingress-cert: %v", ingressNS, err)
-	}
+	createSecret(ctx, t, tlsSecret("ingress-cert", cert1, key1))
 	createGateway(ctx, t)
 
 	opts := bootstraptest.Options(t)
@@ -217,9 +215,7 @@ func TestCredentialsOff(t *testing.T) {
 	ctx := t.Context()
 	ensureNamespace(ctx, t, ingressNS)
 	cert, key := testutil.SelfSignedCert(t, "off.example.com")
-	if _, err := env.Clientset().CoreV1().Secrets(ingressNS).Create(ctx, tlsSecret("off-cert", cert, key), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Secret: %v", err)
-	}
+	createSecret(ctx, t, tlsSecret("off-cert", cert, key))
 	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
 	opts.GatewayCredentials = false
@@ -232,6 +228,21 @@ func TestCredentialsOff(t *testing.T) {
 // createGateway installs Istio's CRDs and creates Gateway istio-ingress/https
 // selecting istio=ingressgateway: port 443 HTTPS, SIMPLE, credentialName
 // ingress-cert.
+// createSecret creates s, deleted when the test ends (the API server is
+// shared by the package's tests, and by reruns with -count).
+func createSecret(ctx context.Context, t *testing.T, s *corev1.Secret) {
+	t.Helper()
+	secrets := env.Clientset().CoreV1().Secrets(s.Namespace)
+	if _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Secret %s/%s: %v", s.Namespace, s.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := secrets.Delete(context.Background(), s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete Secret %s/%s: %v", s.Namespace, s.Name, err)
+		}
+	})
+}
+
 func createGateway(ctx context.Context, t *testing.T) {
 	t.Helper()
 	crds := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "customresourcedefinitions.gen.yaml")
