@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,7 +176,11 @@ func TestCredentialNameFromSecret(t *testing.T) {
 	srv := bootstraptest.Start(t, opts)
 	checkListenerNamesCredential(ctx, t, srv.GRPCListenAddr())
 
-	gw := openSDS(t, srv.GRPCListenAddr(), node(t, "router", ingressNS, "10.244.0.10"), credential)
+	// Credentials go only to an authenticated gateway: the secure port, with
+	// its service account token (as pilot-agent connects).
+	gwToken := env.ServiceAccountToken(t, ingressNS, "istio-ingressgateway", "istio-ca")
+	conn := dialSecure(t, srv)
+	gw := openSDSOn(t, conn, gwToken, routerNode(t, ingressNS, "istio-ingressgateway", "10.244.0.10"), credential)
 	got := gw.next(t)
 	if got[credential] == nil || chainOf(got[credential]) != string(cert1) {
 		t.Fatalf("gateway got %v, want %s with the Secret's certificate", got, credential)
@@ -184,11 +189,18 @@ func TestCredentialNameFromSecret(t *testing.T) {
 		t.Error("private key is not the Secret's tls.key")
 	}
 
-	for name, n := range map[string]*corev3.Node{
-		"router of another namespace": node(t, "router", "other", "10.244.0.11"),
-		"sidecar of the namespace":    node(t, "sidecar", ingressNS, "10.244.0.12"),
+	otherToken := env.ServiceAccountToken(t, "other", "istio-ingressgateway", "istio-ca")
+	sidecarToken := env.ServiceAccountToken(t, ingressNS, "app", "istio-ca")
+	sidecar := routerNode(t, ingressNS, "app", "10.244.0.12")
+	sidecar.Id = strings.Replace(sidecar.Id, "router~", "sidecar~", 1)
+	for name, s := range map[string]*sdsStream{
+		"router of another namespace": openSDSOn(t, conn, otherToken, routerNode(t, "other", "istio-ingressgateway", "10.244.0.11"), credential),
+		"sidecar of the namespace":    openSDSOn(t, conn, sidecarToken, sidecar, credential),
+		// The node claims the gateway's namespace and account, but nothing
+		// verified it: no private key for it.
+		"the gateway's node on the plaintext port": openSDS(t, srv.GRPCListenAddr(), routerNode(t, ingressNS, "istio-ingressgateway", "10.244.0.13"), credential),
 	} {
-		if got := openSDS(t, srv.GRPCListenAddr(), n, credential).next(t); len(got) != 0 {
+		if got := s.next(t); len(got) != 0 {
 			t.Errorf("%s got %d secrets, want none", name, len(got))
 		}
 	}
@@ -220,7 +232,8 @@ func TestCredentialsOff(t *testing.T) {
 	opts.KubeRestConfig = env.Config()
 	opts.GatewayCredentials = false
 	srv := bootstraptest.Start(t, opts)
-	if got := openSDS(t, srv.GRPCListenAddr(), node(t, "router", ingressNS, "10.244.0.20"), "kubernetes://off-cert").next(t); len(got) != 0 {
+	token := env.ServiceAccountToken(t, ingressNS, "istio-ingressgateway", "istio-ca")
+	if got := openSDSOn(t, dialSecure(t, srv), token, routerNode(t, ingressNS, "istio-ingressgateway", "10.244.0.20"), "kubernetes://off-cert").next(t); len(got) != 0 {
 		t.Errorf("gateway got %d secrets with credentials off, want none", len(got))
 	}
 }

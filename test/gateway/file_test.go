@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
+	"google.golang.org/grpc"
 )
 
 // gatewayYAML is Gateway istio-ingress/https: port 443 HTTPS, SIMPLE,
@@ -66,19 +68,30 @@ func TestFileModeCredentials(t *testing.T) {
 	srv := bootstraptest.Start(t, opts)
 	checkListenerNamesCredential(t.Context(), t, srv.GRPCListenAddr())
 
-	gw := openSDS(t, srv.GRPCListenAddr(), node(t, "router", ingressNS, "10.244.0.30"), credential)
+	// Credentials need an authenticated gateway: here a client certificate
+	// from the server's CA on the secure port.
+	router := func(ns, ip string) (*grpc.ClientConn, *corev3.Node) {
+		return dialSecureAs(t, srv, ns, "istio-ingressgateway"), routerNode(t, ns, "istio-ingressgateway", ip)
+	}
+	gwConn, gwNode := router(ingressNS, "10.244.0.30")
+	gw := openSDSOn(t, gwConn, "", gwNode, credential)
 	got := gw.next(t)
 	if got[credential] == nil || chainOf(got[credential]) != string(cert1) ||
 		string(got[credential].GetTlsCertificate().GetPrivateKey().GetInlineBytes()) != string(key1) {
 		t.Fatalf("gateway got %v, want %s with the Secret file's certificate and key", got, credential)
 	}
 	const otherCredential = "kubernetes://other-cert"
-	other := openSDS(t, srv.GRPCListenAddr(), node(t, "router", "other", "10.244.0.31"), otherCredential)
+	otherConn, otherNode := router("other", "10.244.0.31")
+	other := openSDSOn(t, otherConn, "", otherNode, otherCredential)
 	if got := other.next(t); got[otherCredential] == nil || chainOf(got[otherCredential]) != string(otherCert1) {
 		t.Fatalf("gateway of namespace other got %v", got)
 	}
-	if got := openSDS(t, srv.GRPCListenAddr(), node(t, "router", "other", "10.244.0.32"), credential).next(t); len(got) != 0 {
+	otherConn2, otherNode2 := router("other", "10.244.0.32")
+	if got := openSDSOn(t, otherConn2, "", otherNode2, credential).next(t); len(got) != 0 {
 		t.Errorf("gateway of namespace other got %s: %v", credential, got)
+	}
+	if got := openSDS(t, srv.GRPCListenAddr(), routerNode(t, ingressNS, "istio-ingressgateway", "10.244.0.34"), credential).next(t); len(got) != 0 {
+		t.Errorf("the gateway's node on the plaintext port got %s: %v", credential, got)
 	}
 
 	cert2, key2 := testutil.SelfSignedCert(t, "v2.example.com")
@@ -115,7 +128,8 @@ func TestFileModeCredentialsOff(t *testing.T) {
 	opts.GatewayCredentials = false
 	opts.Log = bootstraptest.Logger(t, slog.LevelWarn, logs)
 	srv := bootstraptest.Start(t, opts)
-	if got := openSDS(t, srv.GRPCListenAddr(), node(t, "router", ingressNS, "10.244.0.33"), credential).next(t); len(got) != 0 {
+	conn := dialSecureAs(t, srv, ingressNS, "istio-ingressgateway")
+	if got := openSDSOn(t, conn, "", routerNode(t, ingressNS, "istio-ingressgateway", "10.244.0.33"), credential).next(t); len(got) != 0 {
 		t.Errorf("gateway got %d secrets with credentials off, want none", len(got))
 	}
 	if !strings.Contains(logs.String(), "Secrets of the config directory are not served") {

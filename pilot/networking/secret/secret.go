@@ -39,10 +39,10 @@ var (
 
 // Generator serves SDS resources named kubernetes://NAME (the certificate
 // chain and key of Secret NAME) and kubernetes://NAME-cacert (its CA
-// certificate; else that of Secret NAME-cacert) to router proxies, from the
-// proxy's own namespace, or "kubernetes://NS/NAME" of another namespace NS
-// when the proxy's verified identity (secure port) is allowed by the
-// Authorizer to list Secrets in NS. Anything else — a sidecar, another
+// certificate; else that of Secret NAME-cacert) to router proxies whose
+// identity the secure port verified, from the namespace of that identity,
+// or "kubernetes://NS/NAME" of another namespace NS when the Authorizer
+// allows the identity to list Secrets in NS. Anything else — a sidecar, another
 // namespace without that right, another prefix, a missing Secret or key —
 // gets no resource and a log line.
 // Logger may be nil (no logs).
@@ -97,7 +97,14 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 	if !ok || ref == "" {
 		return nil, fmt.Errorf("%w: not a %sNAME resource", errRefused, cluster.CredentialPrefix)
 	}
-	ns := proxy.ConfigNamespace()
+	// As istiod: credentials go only to a gateway whose identity the secure
+	// port verified (token or client certificate). The node's metadata is
+	// the caller's claim; on the plaintext port anyone could make it.
+	id := proxy.VerifiedIdentity
+	if id == nil {
+		return nil, fmt.Errorf("%w: credentials are served only to gateways authenticated on the secure port (15012), and this connection is not", errRefused)
+	}
+	ns := id.Namespace
 	if refNS, refName, ok := strings.Cut(ref, "/"); ok {
 		if refNS != ns {
 			if err := g.authorizeCrossNamespace(proxy, refNS); err != nil {

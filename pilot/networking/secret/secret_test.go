@@ -24,7 +24,19 @@ func tlsSecret(ns, name string, data map[string]string) *corev1.Secret {
 	return s
 }
 
+// gatewayProxy is a router of ns whose identity the secure port verified
+// (service account istio-ingressgateway of ns).
 func gatewayProxy(ns string) *model.Proxy {
+	p := unverifiedGateway(ns)
+	p.VerifiedIdentity = &model.VerifiedIdentity{
+		SPIFFE:    "spiffe://cluster.local/ns/" + ns + "/sa/istio-ingressgateway",
+		Namespace: ns, ServiceAccount: "istio-ingressgateway",
+	}
+	return p
+}
+
+// unverifiedGateway is a router of ns connected on the plaintext port.
+func unverifiedGateway(ns string) *model.Proxy {
 	return &model.Proxy{
 		ID:        "router~10.244.1.1~istio-ingressgateway-0." + ns + "~" + ns + ".svc.cluster.local",
 		Type:      model.Router,
@@ -112,8 +124,18 @@ func TestRefused(t *testing.T) {
 	if len(got) != 1 || got["kubernetes://other-cert"] == nil {
 		t.Errorf("gateway of namespace other got %v, want only kubernetes://other-cert", got)
 	}
-	if !strings.Contains(sink.String(), `namespace \"istio-system\" asked by a gateway of namespace \"other\"`) {
+	if !strings.Contains(sink.String(), `secret of namespace \"istio-system\" asked by spiffe://cluster.local/ns/other/sa/istio-ingressgateway`) {
 		t.Errorf("cross-namespace refusal not logged: %s", sink.String())
+	}
+	// A gateway whose identity nobody verified (plaintext port) gets none
+	// of its own namespace's credentials: its node metadata is only a claim.
+	var plainSink testutil.Buffer
+	g.Logger = slog.New(slog.NewTextHandler(&plainSink, nil))
+	if got := generate(t, g, unverifiedGateway("istio-system"), "kubernetes://bookinfo-cert", "kubernetes://bookinfo-cert-cacert"); len(got) != 0 {
+		t.Errorf("unverified gateway got %v, want nothing", got)
+	}
+	if !strings.Contains(plainSink.String(), "authenticated on the secure port") {
+		t.Errorf("unverified refusal not logged: %s", plainSink.String())
 	}
 }
 

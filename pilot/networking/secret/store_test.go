@@ -122,9 +122,9 @@ func TestCrossNamespace(t *testing.T) {
 		t.Errorf("got %d secrets, want 3", len(got))
 	}
 
-	// Plaintext (no verified identity) and no authorizer: own namespace only.
+	// Plaintext (no verified identity): nothing, and the authorizer is not asked.
 	authz.calls = nil
-	if got := generate(t, g, gatewayProxy("gw"), names...); len(got) != 0 {
+	if got := generate(t, g, unverifiedGateway("gw"), names...); len(got) != 0 {
 		t.Errorf("unverified gateway got %v", got)
 	}
 	if len(authz.calls) != 0 {
