@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -180,7 +181,7 @@ func (e *Env) start(ctx context.Context, extraFlags []string) error {
 }
 
 func (e *Env) startProcesses(ctx context.Context, extraFlags []string) error {
-	ports, err := freePorts(3)
+	ports, err := testutil.FreePorts(3)
 	if err != nil {
 		return err
 	}

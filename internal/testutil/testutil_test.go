@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,5 +174,29 @@ func TestEventuallyNoError(t *testing.T) {
 	})
 	if want := fmt.Sprintf("timed out after 50ms waiting for never: attempt %d refused", calls.Load()); msg != want {
 		t.Errorf("failure %q, want %q (the last error)", msg, want)
+	}
+}
+
+func TestFreePortsOutsideEphemeralRange(t *testing.T) {
+	ps, err := FreePorts(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	low := ephemeralLow()
+	for _, p := range ps {
+		if seen[p] {
+			t.Errorf("port %d twice in %v", p, ps)
+		}
+		seen[p] = true
+		if low > 11000 && p >= low {
+			t.Errorf("port %d in the ephemeral range (from %d)", p, low)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Errorf("port %d not free: %v", p, err)
+			continue
+		}
+		l.Close()
 	}
 }

@@ -4,23 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"k8s.io/client-go/rest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestNotReadyUntilCachesSync: with the API server unreachable, the server
 // serves /ready as 503 and keeps waiting (no crash); cancelling ends Start
@@ -30,7 +20,7 @@ func TestNotReadyUntilCachesSync(t *testing.T) {
 	opts.KubeRestConfig = &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 	opts.MeshConfigFile = ""
 	opts.GRPCAddr, opts.MonitoringAddr, opts.SecureGRPCAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.HTTPAddr = freeAddr(t)
+	opts.HTTPAddr = testutil.FreeAddr(t)
 	opts.Log = slog.New(slog.DiscardHandler)
 	srv, err := NewServer(opts)
 	if err != nil {

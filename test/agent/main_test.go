@@ -7,7 +7,6 @@ package agent_test
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,17 +125,6 @@ func (p *agentProcess) stop(t *testing.T) error {
 
 // path is a file under the agent's directory.
 func (p *agentProcess) path(rel string) string { return filepath.Join(p.dir, rel) }
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {

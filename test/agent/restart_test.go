@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 )
 
@@ -52,7 +53,7 @@ spec:
 // carries on, receiving a change made after the restart.
 func TestControlPlaneRestart(t *testing.T) {
 	configDir := copyDir(t, filepath.Join(fixtures.RepoRoot(t), "examples/bookinfo"))
-	secureAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	secureAddr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	opts := controlPlaneOptions(t, configDir, secureAddr)
 	srv, stop := bootstraptest.StartStoppable(t, opts)
 	dir := podDir(t, srv)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/agent/envoy/envoytest"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds/sdstest"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
@@ -69,7 +70,7 @@ func podDir(t *testing.T, srv *bootstrap.Server) string {
 // sidecarEnv is what the injector gives a sidecar, for a control plane at
 // discovery and the stand-in Envoy at envoyBin.
 func sidecarEnv(t *testing.T, discovery, envoyBin string, extra map[string]string) (map[string]string, int, int) {
-	admin, status := freePort(t), freePort(t)
+	admin, status := testutil.FreePort(t), testutil.FreePort(t)
 	proxyConfig := fmt.Sprintf(`{"discoveryAddress": %q, "binaryPath": %q, "proxyAdminPort": %d, "statusPort": %d,
 		"drainDuration": "2s", "terminationDrainDuration": "0.5s"}`, discovery, envoyBin, admin, status)
 	vars := map[string]string{

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -99,21 +98,6 @@ func TestDiscoveryBinaryIsStatic(t *testing.T) {
 	buildDiscovery(t)
 }
 
-// freeLoopbackAddr returns a loopback address with a port that was free a
-// moment ago, for a flag whose actual port the test must know.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // runDiscoveryAsServiceAccount runs pilot-discovery in Kubernetes mode with
 // the chart (rendered with sets) ServiceAccount token, mesh config,
 // arguments and environment until it is ready, then (unless syncOnly)
@@ -130,7 +114,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env, syncOnly bool
 		t.Fatal(err)
 	}
 	kubeconfig := env.KubeconfigFor(t, env.ServiceAccountToken(t, releaseNS, "istiod"))
-	httpAddr, secureAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	httpAddr, secureAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

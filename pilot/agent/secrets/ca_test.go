@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/agent/secrets"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/ca"
@@ -206,7 +207,7 @@ func TestTokenRotation(t *testing.T) {
 // (connection refused, then a root file that does not verify the server)
 // and succeeds once the CA is up and the root file right.
 func TestCAUnreachableAtStart(t *testing.T) {
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	w := newWorkload(t, nil, "late-ca", "details")
 	other, err := ca.NewSelfSigned(ca.SelfSignedOptions{})
 	if err != nil {

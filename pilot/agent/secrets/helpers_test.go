@@ -185,18 +185,6 @@ func openssl(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// freeAddr returns a loopback address nothing listens on (just now).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // countingListener accepts and drops connections, counting them: a CA
 // address that must never be called.
 type countingListener struct {

@@ -19,6 +19,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/agent/xdsproxy"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
@@ -273,12 +274,7 @@ func TestRunStopsEverything(t *testing.T) {
 // plane is down keeps its stream; its requests, held by the proxy, are
 // sent when the control plane comes up, and it gets its whole config.
 func TestClientBeforeControlPlane(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String() // the control plane's port, free until it starts
-	lis.Close()
+	addr := testutil.FreeAddr(t) // the control plane's port, free until it starts
 	logs := &bootstraptest.LogBuffer{}
 	p := startProxy(t, xdsproxy.Options{Upstream: addr, Log: bootstraptest.Logger(t, slog.LevelInfo, logs)})
 	var clients []*client

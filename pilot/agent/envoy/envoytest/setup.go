@@ -2,10 +2,11 @@ package envoytest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 // RunMain builds fakeenvoy into a temporary directory, sets *binary to it,
@@ -41,12 +42,7 @@ type Fake struct {
 func NewFake(t testing.TB) *Fake {
 	t.Helper()
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testutil.FreePort(t)
 	f := &Fake{Config: filepath.Join(dir, "envoy-rev.json"), RecordFile: filepath.Join(dir, "record.jsonl"), AdminPort: port}
 	if err := WriteBootstrap(f.Config, port); err != nil {
 		t.Fatal(err)
