@@ -83,34 +83,9 @@ func dialFrom(t *testing.T, addr, region, zone string, labels map[string]string)
 // DestinationRule with outlier detection and localityLbSetting lb (YAML
 // from column 0, indented under localityLbSetting).
 func localityConfig(nearPort, farPort int, lb string) string {
-	se := fmt.Sprintf(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: echo
-  namespace: test
-spec:
-  hosts:
-  - %s
-  location: MESH_INTERNAL
-  ports:
-  - number: 7070
-    name: grpc
-    protocol: GRPC
-  resolution: STATIC
-  endpoints:
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    locality: region1/zone1
-    labels:
-      site: a
-  - address: 127.0.0.1
-    ports:
-      grpc: %d
-    locality: region2/zone2
-    labels:
-      site: b
-`, xdstest.Host("echo"), nearPort, farPort)
+	se := xdstest.ServiceEntry("echo",
+		xdstest.Endpoint{Port: nearPort, Locality: "region1/zone1", Labels: map[string]string{"site": "a"}},
+		xdstest.Endpoint{Port: farPort, Locality: "region2/zone2", Labels: map[string]string{"site": "b"}})
 	dr := xdstest.DestinationRule("echo", `trafficPolicy:
   outlierDetection:
     consecutive5xxErrors: 5

@@ -2,7 +2,8 @@
 package endpoint
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -30,8 +31,8 @@ func Build(proxy *model.Proxy, push *model.PushContext, names []string) []*endpo
 // balancing is applied for the proxy's locality.
 func BuildLoadAssignment(proxy *model.Proxy, push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
 	t := resolve(proxy, push, name)
-	cla := t.build(push, name)
-	t.locality.apply(cla, proxy)
+	cla, labels := t.build(push, name)
+	t.locality.apply(cla, proxy, labels)
 	return cla
 }
 
@@ -72,38 +73,43 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 	return t
 }
 
-func (t target) build(push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
+// build returns the assignment and, indexed like its Endpoints and their
+// LbEndpoints, the registry labels of each endpoint (what failoverPriority
+// compares).
+func (t target) build(push *model.PushContext, name string) (*endpointv3.ClusterLoadAssignment, [][]map[string]string) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	if !t.ok {
-		return cla
+		return cla, nil
 	}
 	host, port := t.svc.Hostname, t.port
 	var labels map[string]string
 	if t.subset != "" {
 		labels = model.Subset(t.dr, t.subset).GetLabels()
 	}
-	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	type group struct {
+		lb     *endpointv3.LocalityLbEndpoints
+		labels []map[string]string
+	}
+	byLocality := map[string]*group{}
 	for _, e := range push.Endpoints.Endpoints(host) {
 		if e.ServicePortName != port.Name || !e.SubsetMatches(labels) {
 			continue
 		}
-		group := byLocality[e.Locality]
-		if group == nil {
-			group = &endpointv3.LocalityLbEndpoints{Locality: model.ParseLocality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
-			byLocality[e.Locality] = group
+		g := byLocality[e.Locality]
+		if g == nil {
+			g = &group{lb: &endpointv3.LocalityLbEndpoints{Locality: model.ParseLocality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}}
+			byLocality[e.Locality] = g
 		}
 		lbe := cluster.LbEndpoint(e.Address, e.Port, e.Weight, e.Healthy)
 		lbe.Metadata = cluster.EndpointMetadata(e.Labels)
-		group.LbEndpoints = append(group.LbEndpoints, lbe)
-		group.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
+		g.lb.LbEndpoints = append(g.lb.LbEndpoints, lbe)
+		g.lb.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
+		g.labels = append(g.labels, e.Labels)
 	}
-	keys := make([]string, 0, len(byLocality))
-	for k := range byLocality {
-		keys = append(keys, k)
+	endpointLabels := make([][]map[string]string, 0, len(byLocality))
+	for _, k := range slices.Sorted(maps.Keys(byLocality)) {
+		cla.Endpoints = append(cla.Endpoints, byLocality[k].lb)
+		endpointLabels = append(endpointLabels, byLocality[k].labels)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		cla.Endpoints = append(cla.Endpoints, byLocality[k])
-	}
-	return cla
+	return cla, endpointLabels
 }

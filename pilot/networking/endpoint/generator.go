@@ -70,7 +70,8 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	t := resolve(proxy, push, name)
 	if t.svc == nil {
 		// Not a cluster of a known service: empty, cheap, not cached.
-		return cluster.Resource(name, t.build(push, name))
+		cla, _ := t.build(push, name)
+		return cluster.Resource(name, cla)
 	}
 	key := model.XDSCacheKey{Type: model.EndpointType, Name: name, Scope: t.locality.scope(proxy)}
 	if t.dr != nil {
@@ -84,8 +85,8 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	if t.dr != nil {
 		deps = append(deps, key.Config)
 	}
-	cla := t.build(push, name)
-	t.locality.apply(cla, proxy)
+	cla, labels := t.build(push, name)
+	t.locality.apply(cla, proxy, labels)
 	r, err := cluster.Resource(name, cla)
 	if err != nil {
 		return nil, err

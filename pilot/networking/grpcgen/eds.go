@@ -2,7 +2,6 @@ package grpcgen
 
 import (
 	"net"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -117,18 +116,13 @@ func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointInd
 	return cla, labels
 }
 
-// parseLocality splits "region/zone/subzone"; grpc-go needs a locality
-// message even when all its fields are empty.
+// parseLocality is model.ParseLocality, with an empty locality rather
+// than none for "": grpc-go needs a locality message on every group.
 func parseLocality(s string) *corev3.Locality {
-	parts := strings.SplitN(s, "/", 3)
-	l := &corev3.Locality{Region: parts[0]}
-	if len(parts) > 1 {
-		l.Zone = parts[1]
+	if l := model.ParseLocality(s); l != nil {
+		return l
 	}
-	if len(parts) > 2 {
-		l.SubZone = parts[2]
-	}
-	return l
+	return &corev3.Locality{}
 }
 
 func socketAddress(host string, port uint32) *corev3.Address {

@@ -2,6 +2,8 @@ package xdstest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -11,11 +13,14 @@ const Namespace = "test"
 // EchoTarget is the service EchoConfig declares, as clients dial it.
 const EchoTarget = "echo.test.svc.cluster.local:7070"
 
-// Endpoint is one 127.0.0.1 endpoint of a ServiceEntry: the backend's port
-// and its version label ("" for no labels).
+// Endpoint is one 127.0.0.1 endpoint of a ServiceEntry: the backend's port,
+// its version label ("" for none), its locality ("region/zone/subzone", ""
+// for none) and other labels.
 type Endpoint struct {
-	Port    int
-	Version string
+	Port     int
+	Version  string
+	Locality string
+	Labels   map[string]string
 }
 
 // Host is the cluster-local host name of service name in Namespace.
@@ -40,8 +45,21 @@ func ServiceEntry(name string, endpoints ...Endpoint) string {
 `, Host(name))
 	for _, ep := range endpoints {
 		fmt.Fprintf(&b, "  - address: 127.0.0.1\n    ports:\n      grpc: %d\n", ep.Port)
+		if ep.Locality != "" {
+			fmt.Fprintf(&b, "    locality: %s\n", ep.Locality)
+		}
+		labels := maps.Clone(ep.Labels)
 		if ep.Version != "" {
-			fmt.Fprintf(&b, "    labels:\n      version: %s\n", ep.Version)
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels["version"] = ep.Version
+		}
+		if len(labels) > 0 {
+			b.WriteString("    labels:\n")
+			for _, k := range slices.Sorted(maps.Keys(labels)) {
+				fmt.Fprintf(&b, "      %s: %s\n", k, labels[k])
+			}
 		}
 	}
 	return b.String()
