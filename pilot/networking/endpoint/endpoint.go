@@ -2,8 +2,7 @@
 package endpoint
 
 import (
-	"maps"
-	"slices"
+	"sort"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -73,9 +72,9 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 	return t
 }
 
-// build returns the assignment and, indexed like its Endpoints and their
-// LbEndpoints, the registry labels of each endpoint (what failoverPriority
-// compares).
+// build returns the assignment and, when the proxy's locality load
+// balancing compares labels (failoverPriority), the registry labels of each
+// endpoint, indexed like its Endpoints and their LbEndpoints.
 func (t target) build(push *model.PushContext, name string) (*endpointv3.ClusterLoadAssignment, [][]map[string]string) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	if !t.ok {
@@ -86,30 +85,40 @@ func (t target) build(push *model.PushContext, name string) (*endpointv3.Cluster
 	if t.subset != "" {
 		labels = model.Subset(t.dr, t.subset).GetLabels()
 	}
-	type group struct {
-		lb     *endpointv3.LocalityLbEndpoints
-		labels []map[string]string
+	withLabels := t.locality.usesLabels()
+	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	var labelsByLocality map[string][]map[string]string
+	if withLabels {
+		labelsByLocality = map[string][]map[string]string{}
 	}
-	byLocality := map[string]*group{}
 	for _, e := range push.Endpoints.Endpoints(host) {
 		if e.ServicePortName != port.Name || !e.SubsetMatches(labels) {
 			continue
 		}
-		g := byLocality[e.Locality]
-		if g == nil {
-			g = &group{lb: &endpointv3.LocalityLbEndpoints{Locality: model.ParseLocality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}}
-			byLocality[e.Locality] = g
+		group := byLocality[e.Locality]
+		if group == nil {
+			group = &endpointv3.LocalityLbEndpoints{Locality: model.ParseLocality(e.Locality), LoadBalancingWeight: wrapperspb.UInt32(0)}
+			byLocality[e.Locality] = group
 		}
 		lbe := cluster.LbEndpoint(e.Address, e.Port, e.Weight, e.Healthy)
 		lbe.Metadata = cluster.EndpointMetadata(e.Labels)
-		g.lb.LbEndpoints = append(g.lb.LbEndpoints, lbe)
-		g.lb.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
-		g.labels = append(g.labels, e.Labels)
+		group.LbEndpoints = append(group.LbEndpoints, lbe)
+		group.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
+		if withLabels {
+			labelsByLocality[e.Locality] = append(labelsByLocality[e.Locality], e.Labels)
+		}
 	}
-	endpointLabels := make([][]map[string]string, 0, len(byLocality))
-	for _, k := range slices.Sorted(maps.Keys(byLocality)) {
-		cla.Endpoints = append(cla.Endpoints, byLocality[k].lb)
-		endpointLabels = append(endpointLabels, byLocality[k].labels)
+	keys := make([]string, 0, len(byLocality))
+	for k := range byLocality {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var endpointLabels [][]map[string]string
+	for _, k := range keys {
+		cla.Endpoints = append(cla.Endpoints, byLocality[k])
+		if withLabels {
+			endpointLabels = append(endpointLabels, labelsByLocality[k])
+		}
 	}
 	return cla, endpointLabels
 }

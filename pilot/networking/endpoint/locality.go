@@ -32,11 +32,11 @@ func (l *localityLB) apply(cla *endpointv3.ClusterLoadAssignment, proxy *model.P
 	if l == nil {
 		return
 	}
-	if !l.lb.UsesLabels() {
-		endpointLabels = nil
-	}
 	l.lb.Apply(cla, proxy.Locality, proxy.Labels(), endpointLabels)
 }
+
+// usesLabels reports whether apply needs the endpoints' labels.
+func (l *localityLB) usesLabels() bool { return l != nil && l.lb.UsesLabels() }
 
 // scope is the cache scope of an assignment: "" without locality load
 // balancing, else the proxy's locality and, with failoverPriority, the
