@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -49,9 +50,9 @@ type benchProxy struct {
 func (p *benchProxy) push(b *testing.B, req *model.PushRequest) {
 	var err error
 	if p.c.delta {
-		err = p.c.pushDelta(p.delta, req)
+		err = p.c.pushDelta(p.delta, req, time.Time{})
 	} else {
-		err = p.c.pushSotW(p.sotw, req)
+		err = p.c.pushSotW(p.sotw, req, time.Time{})
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -136,7 +137,7 @@ func connectBench(b *testing.B, s *DiscoveryServer, first, n int, delta bool) []
 
 // pushAll runs one push round through prepareRound (cache invalidation,
 // snapshot build, scoping) and pushes to every reached proxy with
-// GOMAXPROCS workers, as the push workers would. It returns how many proxies
+// GOMAXPROCS goroutines standing in for the connections' own. It returns how many proxies
 // the round reached.
 func pushAll(b *testing.B, s *DiscoveryServer, byConn map[*Connection]*benchProxy, in *model.PushRequest) int {
 	s.pushMu.Lock()

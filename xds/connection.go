@@ -35,27 +35,28 @@ type Connection struct {
 	connectedAt time.Time
 	log         *slog.Logger
 
-	// pushes carries push requests from the push workers to the stream goroutine.
-	pushes chan pushEvent
+	// pending is the push waiting for the stream goroutine: requests that
+	// arrive while it is behind merge into it. kick (capacity 1) wakes the
+	// stream goroutine; queuedAt is when pending was first set, for
+	// pilot_proxy_queue_time.
+	pendingMu sync.Mutex
+	pending   *model.PushRequest
+	queuedAt  time.Time
+	kick      chan struct{}
 	// stopped is closed when the stream ends.
 	stopped chan struct{}
-	// queuedAt is when a push was first queued for c and not yet taken
-	// (unix nanoseconds, 0 when none), for pilot_proxy_queue_time.
-	queuedAt atomic.Int64
 
 	mu      sync.Mutex
 	watches map[string]*watchState
+	// unanswered is the sum of the watches' unanswered bytes (send.go).
+	unanswered int
+	// sendingSince is when the response being sent started waiting for
+	// flow-control budget and Send (unix nanoseconds, 0 when none): a proxy
+	// that does not read shows here (syncz).
+	sendingSince atomic.Int64
 
-	// flow is the in-flight reservation of the last response sent, and flowNonce
-	// its nonce (flow.go); only the stream goroutine touches them.
-	flow      *flowReservation
-	flowNonce string
-}
-
-// pushEvent is one push handed to a connection; done closes when it was sent.
-type pushEvent struct {
-	req  *model.PushRequest
-	done chan struct{}
+	// flow is the connection's flow-control state (flow.go).
+	flow flowState
 }
 
 // watchState is the per-type protocol state of a connection.
@@ -88,6 +89,9 @@ type watchState struct {
 	sentCount  int
 	// pendingRemoved (Delta only) are unsubscribed names to report removed.
 	pendingRemoved []string
+	// unanswered is the size of the last response sent and not yet
+	// answered (send.go).
+	unanswered int
 }
 
 func newWatch(typeURL string) *watchState {
@@ -129,7 +133,7 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		delta:       delta,
 		connectedAt: time.Now(),
 		log:         s.log.With("conn", id),
-		pushes:      make(chan pushEvent),
+		kick:        make(chan struct{}, 1),
 		stopped:     make(chan struct{}),
 		watches:     map[string]*watchState{},
 	}
@@ -141,6 +145,7 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 // disconnect unregisters c and releases any push worker waiting on it.
 func (s *DiscoveryServer) disconnect(c *Connection) {
 	c.releaseFlow()
+	c.dropUnanswered()
 	close(c.stopped)
 	s.removeConnection(c)
 	c.log.Info("proxy disconnected")
@@ -184,22 +189,49 @@ func receive[T any](ctx context.Context, recv func() (T, error), reqs chan<- T, 
 	}
 }
 
-// deliver hands req to c's stream goroutine and waits until it was pushed,
-// the stream ended or ctx is done.
-func (c *Connection) deliver(ctx context.Context, req *model.PushRequest) {
-	ev := pushEvent{req: req, done: make(chan struct{})}
-	select {
-	case c.pushes <- ev:
-	case <-c.stopped:
-		return
-	case <-ctx.Done():
-		return
+// enqueue merges req into c's pending push and wakes its stream goroutine.
+// It never blocks: a connection that is behind accumulates one merged push.
+func (c *Connection) enqueue(req *model.PushRequest) {
+	c.pendingMu.Lock()
+	if c.pending == nil {
+		c.pending, c.queuedAt = req, time.Now()
+	} else {
+		c.pending = c.pending.Merge(req)
 	}
+	c.pendingMu.Unlock()
 	select {
-	case <-ev.done:
-	case <-c.stopped:
-	case <-ctx.Done():
+	case c.kick <- struct{}{}:
+	default:
 	}
+}
+
+// takePending returns the pending push and when it was first queued.
+func (c *Connection) takePending() (*model.PushRequest, time.Time) {
+	c.pendingMu.Lock()
+	defer c.pendingMu.Unlock()
+	req, at := c.pending, c.queuedAt
+	c.pending, c.queuedAt = nil, time.Time{}
+	return req, at
+}
+
+// generateSlot waits for one of the PushThrottle generation slots; queued
+// is when the push was queued (pilot_proxy_queue_time). The returned
+// function gives the slot back. ok is false when the stream or server ends.
+func (c *Connection) generateSlot(ctx context.Context, queued time.Time) (release func(), ok bool) {
+	if !c.s.throttle.TryAcquire(1) {
+		wait, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(c.s.stopCtx, cancel)
+		err := c.s.throttle.Acquire(wait, 1)
+		stop()
+		cancel()
+		if err != nil {
+			return nil, false
+		}
+	}
+	if m := c.s.metrics; m != nil && !queued.IsZero() {
+		m.PushQueueTime.Observe(time.Since(queued).Seconds())
+	}
+	return func() { c.s.throttle.Release(1) }, true
 }
 
 // generator returns the generator of typeURL for this proxy, or nil.
@@ -242,6 +274,7 @@ func newNonce() string { return rand.Text() }
 // recordNACK stores a rejection and counts it; mu must not be held.
 func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
 	c.answeredFlow(nonce)
+	c.answered(ws)
 	c.mu.Lock()
 	ws.nackError, ws.nackAt = msg, time.Now()
 	c.mu.Unlock()
@@ -254,6 +287,7 @@ func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
 // recordACK stores an acceptance; mu must not be held.
 func (c *Connection) recordACK(ws *watchState, nonce, version string) {
 	c.answeredFlow(nonce)
+	c.answered(ws)
 	c.mu.Lock()
 	ws.ackedNonce, ws.ackedVersion, ws.ackedAt = nonce, version, time.Now()
 	c.mu.Unlock()

@@ -32,12 +32,21 @@ const maxListedNames = 20
 
 // SyncStatus is one connection's entry in /debug/syncz.
 type SyncStatus struct {
-	ConnectionID string              `json:"connectionId"`
-	NodeID       string              `json:"nodeId"`
-	IstioVersion string              `json:"istioVersion,omitempty"`
-	Delta        bool                `json:"delta"`
-	ConnectedAt  time.Time           `json:"connectedAt"`
-	Types        map[string]TypeSync `json:"types"`
+	ConnectionID string    `json:"connectionId"`
+	NodeID       string    `json:"nodeId"`
+	IstioVersion string    `json:"istioVersion,omitempty"`
+	Delta        bool      `json:"delta"`
+	ConnectedAt  time.Time `json:"connectedAt"`
+	// SendingSince is when the response being sent started waiting for
+	// flow-control budget and Send: long ago means the proxy is not
+	// reading (it is ended after PILOT_XDS_SEND_TIMEOUT).
+	SendingSince *time.Time `json:"sendingSince,omitempty"`
+	// PendingPush says a push is waiting for this proxy (it is behind, or
+	// about to be pushed); pushes that arrive meanwhile merge into it.
+	PendingPush bool `json:"pendingPush,omitempty"`
+	// UnansweredBytes are the bytes of responses sent and not yet ACKed or NACKed.
+	UnansweredBytes int                 `json:"unansweredBytes,omitempty"`
+	Types           map[string]TypeSync `json:"types"`
 }
 
 // TypeSync is the protocol state of one type on one connection.
@@ -72,7 +81,14 @@ func (c *Connection) syncStatus() SyncStatus {
 		ConnectionID: c.id, NodeID: c.proxy.ID, IstioVersion: c.proxy.Metadata.IstioVersion,
 		Delta: c.delta, ConnectedAt: c.connectedAt, Types: map[string]TypeSync{},
 	}
+	if at := c.sendingSince.Load(); at != 0 {
+		st.SendingSince = timePtr(time.Unix(0, at))
+	}
+	c.pendingMu.Lock()
+	st.PendingPush = c.pending != nil
+	c.pendingMu.Unlock()
 	c.mu.Lock()
+	st.UnansweredBytes = c.unanswered
 	defer c.mu.Unlock()
 	for typeURL, ws := range c.watches {
 		ts := TypeSync{

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -24,7 +23,9 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 func (s *DiscoveryServer) streamDelta(stream deltaStream) error {
 	return serveStream(s, stream.Context(), stream.Recv, true,
 		func(c *Connection, req *discovery.DeltaDiscoveryRequest) error { return c.handleDelta(stream, req) },
-		func(c *Connection, req *model.PushRequest) error { return c.pushDelta(stream, req) })
+		func(c *Connection, req *model.PushRequest, queued time.Time) error {
+			return c.pushDelta(stream, req, queued)
+		})
 }
 
 // handleDelta applies one request: ACK/NACK by response_nonce, then any
@@ -118,18 +119,41 @@ func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 	return changed
 }
 
-// pushDelta pushes req to a Delta connection: EDS only for EDS-only requests.
-func (c *Connection) pushDelta(stream deltaStream, req *model.PushRequest) error {
+// pushDelta pushes req to a Delta connection: EDS only for EDS-only
+// requests. The responses are generated holding a generation slot, then
+// sent without it (send.go).
+func (c *Connection) pushDelta(stream deltaStream, req *model.PushRequest, queued time.Time) error {
+	ctx := stream.Context()
+	release, ok := c.generateSlot(ctx, queued)
+	if !ok {
+		return nil
+	}
+	var outs []*outgoing
 	for _, typeURL := range c.watchedTypes() {
 		if !c.typeAffected(typeURL, req) {
 			continue
 		}
-		if err := c.sendDelta(stream, typeURL, req.Push, req, false, nil); err != nil {
+		if o := c.prepareDelta(stream, typeURL, req.Push, req, false, nil); o != nil {
+			outs = append(outs, o)
+		}
+	}
+	release()
+	for _, o := range outs {
+		if err := c.transmit(ctx, o); err != nil {
 			return err
 		}
 	}
 	c.observeConvergence(req)
 	return nil
+}
+
+// sendDelta generates typeURL's response (see prepareDelta) and sends it.
+func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.PushContext, req *model.PushRequest, force bool, only map[string]struct{}) error {
+	o := c.prepareDelta(stream, typeURL, push, req, force, only)
+	if o == nil {
+		return nil
+	}
+	return c.transmit(stream.Context(), o)
 }
 
 // deltaRemovals returns the names in scope the client holds or subscribed
@@ -183,12 +207,13 @@ func versionNumber(v string) uint64 {
 	return n
 }
 
-// sendDelta generates typeURL and sends what changed since the last response
-// to this stream: changed resources, and removed ones (gone from a wildcard
-// watch, subscribed but absent, or unsubscribed). With force it answers even
-// when nothing changed (a request always gets a response). A non-nil only
-// confines generation and comparison to those subscribed names.
-func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.PushContext, req *model.PushRequest, force bool, only map[string]struct{}) error {
+// prepareDelta generates typeURL and returns the response carrying what
+// changed since the last response to this stream, or nil: changed
+// resources, and removed ones (gone from a wildcard watch, subscribed but
+// absent, or unsubscribed). With force it answers even when nothing changed
+// (a request always gets a response). A non-nil only confines generation and
+// comparison to those subscribed names.
+func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *model.PushContext, req *model.PushRequest, force bool, only map[string]struct{}) *outgoing {
 	start := time.Now()
 	gen := c.generator(typeURL)
 	c.mu.Lock()
@@ -298,29 +323,23 @@ func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.P
 		RemovedResources:  removed,
 		Nonce:             newNonce(),
 	}
-	if !c.awaitFlow(stream.Context(), size) {
-		return errShutdown
+	return &outgoing{
+		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: push.Version, size: size, start: start,
+		send: func() error { return stream.Send(resp) },
+		commit: func() {
+			c.mu.Lock()
+			for i, r := range changed {
+				ws.sent[r.GetName()] = changedVersions[i]
+			}
+			for _, name := range removed {
+				if _, subscribed := ws.watched.ResourceNames[name]; subscribed && !ws.watched.Wildcard {
+					ws.sent[name] = absent // told absent; resent when it appears
+				} else {
+					delete(ws.sent, name)
+				}
+			}
+			ws.pendingRemoved = nil
+			c.mu.Unlock()
+		},
 	}
-	sendStart := time.Now()
-	if err := stream.Send(resp); err != nil {
-		c.releaseFlow()
-		c.countError(typeURL, "senderr")
-		return fmt.Errorf("sending delta %s to %s: %w", model.ShortType(typeURL), c.id, err)
-	}
-
-	c.mu.Lock()
-	for i, r := range changed {
-		ws.sent[r.GetName()] = changedVersions[i]
-	}
-	for _, name := range removed {
-		if _, subscribed := ws.watched.ResourceNames[name]; subscribed && !ws.watched.Wildcard {
-			ws.sent[name] = absent // told absent; resent when it appears
-		} else {
-			delete(ws.sent, name)
-		}
-	}
-	ws.pendingRemoved = nil
-	c.mu.Unlock()
-	c.recordSent(ws, typeURL, resp.GetNonce(), push.Version, size, start, sendStart)
-	return nil
 }

@@ -12,13 +12,14 @@ import (
 // connection waits for them; a wrong nonce frees nothing; Run's end frees
 // every waiter.
 func TestFlowControlHoldsBytesUntilAnswered(t *testing.T) {
-	s := NewDiscoveryServer(&model.Environment{Endpoints: model.NewEndpointIndex()}, GeneratorTable{}, Options{MaxInflightBytes: 100})
+	s := NewDiscoveryServer(&model.Environment{Endpoints: model.NewEndpointIndex()}, GeneratorTable{}, Options{MaxInflightBytes: 200})
 	runCtx, stopRun := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- s.Run(runCtx) }()
 	a := &Connection{s: s, stopped: make(chan struct{})}
 	b := &Connection{s: s, stopped: make(chan struct{})}
 	ctx := context.Background()
+	// New connections draw on the probation pool (half of 200).
 	if !a.awaitFlow(ctx, 80) {
 		t.Fatal("first reservation refused")
 	}
@@ -26,11 +27,11 @@ func TestFlowControlHoldsBytesUntilAnswered(t *testing.T) {
 	got := make(chan bool, 1)
 	go func() { got <- b.awaitFlow(ctx, 80) }()
 	// b cannot have its 80 bytes while a holds 80 of 100.
-	if s.inflight.TryAcquire(21) {
+	if s.flow.probation.TryAcquire(21) {
 		t.Fatal("budget not held by a")
 	}
 	a.answeredFlow("stale-nonce")
-	if s.inflight.TryAcquire(21) {
+	if s.flow.probation.TryAcquire(21) {
 		t.Fatal("a wrong nonce released the reservation")
 	}
 	a.answeredFlow("n1")
@@ -57,7 +58,54 @@ func TestFlowControlHoldsBytesUntilAnswered(t *testing.T) {
 		t.Fatal("waiter not released by stop")
 	}
 	b.releaseFlow()
-	if !s.inflight.TryAcquire(100) {
-		t.Fatal("budget not fully returned")
+	if !s.flow.probation.TryAcquire(100) {
+		t.Fatal("probation budget not fully returned")
 	}
+}
+
+// Connections that never answer fill only the probation pool: one that
+// answered its last response reserves from the main pool without waiting
+// for them, and goes back to probation once a reservation expires unanswered.
+func TestFlowControlSilentClientsCannotStarveAnsweringOnes(t *testing.T) {
+	s := NewDiscoveryServer(&model.Environment{Endpoints: model.NewEndpointIndex()}, GeneratorTable{}, Options{MaxInflightBytes: 200})
+	ctx := context.Background()
+	healthy := &Connection{s: s, stopped: make(chan struct{})}
+	if !healthy.awaitFlow(ctx, 50) {
+		t.Fatal("healthy first reservation refused")
+	}
+	healthy.sentFlow("h1")
+	healthy.answeredFlow("h1")
+	// Silent connections take the whole probation pool and never answer.
+	silent := &Connection{s: s, stopped: make(chan struct{})}
+	if !silent.awaitFlow(ctx, 100) {
+		t.Fatal("silent reservation refused")
+	}
+	silent.sentFlow("s1")
+	if s.flow.probation.TryAcquire(1) {
+		t.Fatal("probation pool not full")
+	}
+	// The answering connection is not held up: it draws on the main pool.
+	if !tryAwait(healthy, 200) {
+		t.Fatal("answering connection waited for the silent one's bytes")
+	}
+	healthy.sentFlow("h2")
+	// Its reservation expires unanswered: the next one is on probation.
+	healthy.flow.res.timer.Reset(time.Millisecond)
+	eventually(t, "expired reservation returned", func() bool { return healthy.flow.expired.Load() })
+	healthy.answeredFlow("h2") // late answer: still on probation
+	silent.releaseFlow()
+	if !healthy.awaitFlow(ctx, 10) {
+		t.Fatal("reservation refused")
+	}
+	if s.flow.probation.TryAcquire(91) {
+		t.Fatal("late-answering connection did not draw on the probation pool")
+	}
+	healthy.releaseFlow()
+}
+
+// tryAwait is awaitFlow that must not wait.
+func tryAwait(c *Connection, size int) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return c.awaitFlow(ctx, size)
 }

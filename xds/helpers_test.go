@@ -156,6 +156,12 @@ type harnessOpt func(*model.Environment, *GeneratorTable)
 
 func newHarness(t *testing.T, ready bool, opts ...harnessOpt) *harness {
 	t.Helper()
+	return newHarnessWith(t, ready, nil, opts...)
+}
+
+// newHarnessWith is newHarness with a hook that adjusts the server's Options.
+func newHarnessWith(t *testing.T, ready bool, serverOpts func(*Options), opts ...harnessOpt) *harness {
+	t.Helper()
 	reg := &fakeRegistry{}
 	reg.set(service("a", 80), service("b", 80))
 	env := &model.Environment{ServiceDiscovery: reg, ConfigStore: fakeStore{}, Endpoints: model.NewEndpointIndex(), DomainSuffix: "cluster.local"}
@@ -168,7 +174,11 @@ func newHarness(t *testing.T, ready bool, opts ...harnessOpt) *harness {
 	}
 	metrics := monitoring.New(prometheus.NewRegistry())
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := NewDiscoveryServer(env, gens, Options{Log: log, Metrics: metrics, DebounceAfter: time.Millisecond, DebounceMax: 50 * time.Millisecond, EnableEDSDebounce: true, PushThrottle: 4})
+	o := Options{Log: log, Metrics: metrics, DebounceAfter: time.Millisecond, DebounceMax: 50 * time.Millisecond, EnableEDSDebounce: true, PushThrottle: 4}
+	if serverOpts != nil {
+		serverOpts(&o)
+	}
+	s := NewDiscoveryServer(env, gens, o)
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -221,7 +231,13 @@ func testNode(pod string, md map[string]any) *corev3.Node {
 // eventually polls cond until it holds or waitTimeout passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	eventuallyWithin(t, waitTimeout, what, cond)
+}
+
+// eventuallyWithin polls cond until it holds or timeout passes.
+func eventuallyWithin(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

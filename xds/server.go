@@ -19,7 +19,6 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/xds/debounce"
 	"github.com/meshpilot/meshpilot/xds/monitoring"
-	"github.com/meshpilot/meshpilot/xds/pushqueue"
 )
 
 // Defaults of Options, as Istio's PILOT_* settings.
@@ -41,8 +40,14 @@ type Options struct {
 	// changes too. Istio's default is true; being a bool, the zero value is
 	// false, so start from DefaultOptions.
 	EnableEDSDebounce bool
-	// PushThrottle is PILOT_PUSH_THROTTLE: proxies pushed concurrently.
+	// PushThrottle is PILOT_PUSH_THROTTLE: proxies whose push is generated
+	// concurrently. Sending takes no slot: a proxy that is slow to read
+	// holds none (send.go).
 	PushThrottle int
+	// SendTimeout is PILOT_XDS_SEND_TIMEOUT: how long one Send may block
+	// before the stream is ended (pilot_xds_write_timeout). Zero takes
+	// DefaultSendTimeout; negative waits forever.
+	SendTimeout time.Duration
 	// MaxInflightBytes bounds the bytes of responses sent and not yet
 	// ACKed or NACKed (flow control, flow.go); default 16 MiB.
 	MaxInflightBytes int64
@@ -74,7 +79,8 @@ type DiscoveryServer struct {
 	opts    Options
 
 	debouncer *debounce.Debouncer
-	queue     *pushqueue.Queue[*Connection]
+	// throttle holds the PushThrottle generation slots (connection.go).
+	throttle *semaphore.Weighted
 
 	ready   atomic.Bool
 	push    atomic.Pointer[model.PushContext]
@@ -93,9 +99,9 @@ type DiscoveryServer struct {
 	// cache is env.Cache, shared by generators through the PushContext.
 	cache *model.XDSCache
 
-	// inflight is the byte budget of responses sent and not yet answered
+	// flow holds the byte budgets of responses sent and not yet answered
 	// (flow.go); stopCtx is cancelled when Run returns.
-	inflight      *semaphore.Weighted
+	flow          flowPools
 	stopCtx       context.Context
 	stopCtxCancel context.CancelFunc
 }
@@ -118,17 +124,20 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 	if opts.MaxInflightBytes <= 0 {
 		opts.MaxInflightBytes = inflightBudget
 	}
+	if opts.SendTimeout == 0 {
+		opts.SendTimeout = DefaultSendTimeout
+	}
 	s := &DiscoveryServer{
-		env:     env,
-		gens:    gens,
-		log:     opts.Log,
-		metrics: opts.Metrics,
-		opts:    opts,
-		queue:   pushqueue.New[*Connection](),
-		conns:   map[string]*Connection{},
-		stopped: make(chan struct{}),
+		env:      env,
+		gens:     gens,
+		log:      opts.Log,
+		metrics:  opts.Metrics,
+		opts:     opts,
+		throttle: semaphore.NewWeighted(int64(opts.PushThrottle)),
+		conns:    map[string]*Connection{},
+		stopped:  make(chan struct{}),
 
-		inflight: semaphore.NewWeighted(opts.MaxInflightBytes),
+		flow: newFlowPools(opts.MaxInflightBytes),
 	}
 	s.stopCtx, s.stopCtxCancel = context.WithCancel(context.Background())
 	if env.Cache == nil {
@@ -159,14 +168,11 @@ func (s *DiscoveryServer) Register(g *grpc.Server) {
 	discovery.RegisterAggregatedDiscoveryServiceServer(g, adsServer{s})
 }
 
-// Run runs the debouncer and PushThrottle push workers until ctx is done,
-// then ends open streams and returns once every goroutine it started has exited.
+// Run runs the debouncer until ctx is done, then ends open streams and
+// returns once every goroutine it started has exited.
 func (s *DiscoveryServer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.debouncer.Run(ctx) })
-	for range s.opts.PushThrottle {
-		wg.Go(func() { s.pushWorker(ctx) })
-	}
 	<-ctx.Done()
 	s.stopOnce.Do(func() {
 		close(s.stopped)
@@ -240,10 +246,8 @@ func (s *DiscoveryServer) pushRound(in *model.PushRequest) {
 		return
 	}
 	req, targets := s.prepareRound(in)
-	now := time.Now().UnixNano()
 	for _, c := range targets {
-		c.queuedAt.CompareAndSwap(0, now)
-		s.queue.Enqueue(c, req)
+		c.enqueue(req)
 	}
 	n := len(targets)
 	s.pushSeq.Add(1)
@@ -279,21 +283,6 @@ func (s *DiscoveryServer) prepareRound(in *model.PushRequest) (*model.PushReques
 	return &req, targets
 }
 
-// pushWorker hands queued pushes to their connection's goroutine, one at a time.
-func (s *DiscoveryServer) pushWorker(ctx context.Context) {
-	for {
-		c, req, ok := s.queue.Dequeue(ctx)
-		if !ok {
-			return
-		}
-		if at := c.queuedAt.Swap(0); at != 0 && s.metrics != nil {
-			s.metrics.PushQueueTime.Observe(time.Since(time.Unix(0, at)).Seconds())
-		}
-		c.deliver(ctx, req)
-		s.queue.MarkDone(c)
-	}
-}
-
 // connections returns a snapshot of the connected proxies.
 func (s *DiscoveryServer) connections() []*Connection {
 	s.connMu.RLock()
@@ -318,7 +307,6 @@ func (s *DiscoveryServer) removeConnection(c *Connection) {
 	s.connMu.Lock()
 	delete(s.conns, c.id)
 	s.connMu.Unlock()
-	s.queue.Remove(c)
 	if s.metrics != nil {
 		s.metrics.XDSClients.WithLabelValues(c.versionLabel()).Dec()
 	}

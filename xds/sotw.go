@@ -25,7 +25,9 @@ type sotwStream = grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery
 func (s *DiscoveryServer) streamSotW(stream sotwStream) error {
 	return serveStream(s, stream.Context(), stream.Recv, false,
 		func(c *Connection, req *discovery.DiscoveryRequest) error { return c.handleSotW(stream, req) },
-		func(c *Connection, req *model.PushRequest) error { return c.pushSotW(stream, req) })
+		func(c *Connection, req *model.PushRequest, queued time.Time) error {
+			return c.pushSotW(stream, req, queued)
+		})
 }
 
 // handleSotW applies one request: initial, stale, NACK or ACK.
@@ -98,12 +100,26 @@ func setSotWNames(ws *watchState, names []string) bool {
 }
 
 // pushSotW pushes req to a SotW connection: EDS only for EDS-only requests.
-func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest) error {
+// The responses are generated holding a generation slot, then sent without
+// it (send.go).
+func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest, queued time.Time) error {
+	ctx := stream.Context()
+	release, ok := c.generateSlot(ctx, queued)
+	if !ok {
+		return nil
+	}
+	var outs []*outgoing
 	for _, typeURL := range c.watchedTypes() {
 		if !c.typeAffected(typeURL, req) {
 			continue
 		}
-		if err := c.pushSotWType(stream, typeURL, req.Push, req); err != nil {
+		if o := c.prepareSotW(stream, typeURL, req.Push, req, true); o != nil {
+			outs = append(outs, o)
+		}
+	}
+	release()
+	for _, o := range outs {
+		if err := c.transmit(ctx, o); err != nil {
 			return err
 		}
 	}
@@ -114,19 +130,20 @@ func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest) error {
 // sendSotW generates typeURL and sends it. A generator error is logged and
 // counted and nothing is sent; a send error ends the stream.
 func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest) error {
-	return c.sendSotWIf(stream, typeURL, push, req, false)
+	o := c.prepareSotW(stream, typeURL, push, req, false)
+	if o == nil {
+		return nil
+	}
+	return c.transmit(stream.Context(), o)
 }
 
-// pushSotWType is sendSotW for a push: when the regenerated set is the one
-// the client already holds (same names, same versions), nothing is sent.
-// SotW must resend a whole type when any of it changes, but not a type the
-// change left alone (a new service's push leaves every existing endpoint
-// assignment as it was).
-func (c *Connection) pushSotWType(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest) error {
-	return c.sendSotWIf(stream, typeURL, push, req, true)
-}
-
-func (c *Connection) sendSotWIf(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest, onlyIfChanged bool) error {
+// prepareSotW generates typeURL's response, or nil when there is nothing to
+// send. With onlyIfChanged (a push), a regenerated set that is the one the
+// client already holds (same names, same versions) is not sent: SotW must
+// resend a whole type when any of it changes, but not a type the change left
+// alone (a new service's push leaves every existing endpoint assignment as
+// it was).
+func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest, onlyIfChanged bool) *outgoing {
 	start := time.Now()
 	gen := c.generator(typeURL)
 	c.mu.Lock()
@@ -164,20 +181,15 @@ func (c *Connection) sendSotWIf(stream sotwStream, typeURL string, push *model.P
 		TypeUrl:     typeURL,
 		Nonce:       newNonce(),
 	}
-	if !c.awaitFlow(stream.Context(), size) {
-		return errShutdown
+	return &outgoing{
+		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: resp.GetVersionInfo(), size: size, start: start,
+		send: func() error { return stream.Send(resp) },
+		commit: func() {
+			c.mu.Lock()
+			ws.sentDigest, ws.sentCount = digest, len(anys)
+			c.mu.Unlock()
+		},
 	}
-	sendStart := time.Now()
-	if err := stream.Send(resp); err != nil {
-		c.releaseFlow()
-		c.countError(typeURL, "senderr")
-		return fmt.Errorf("sending %s to %s: %w", model.ShortType(typeURL), c.id, err)
-	}
-	c.mu.Lock()
-	ws.sentDigest, ws.sentCount = digest, len(anys)
-	c.mu.Unlock()
-	c.recordSent(ws, typeURL, resp.GetNonce(), resp.GetVersionInfo(), size, start, sendStart)
-	return nil
 }
 
 // resourceDigest hashes a resource's name and version; summed over a set it

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
@@ -14,10 +15,10 @@ type request interface{ GetNode() *corev3.Node }
 // serveStream is the loop both protocols share. The first request names the
 // node (a bad one ends the stream with InvalidArgument); then this goroutine
 // handles, one at a time, the client's requests (read by a separate
-// goroutine) and the pushes the workers hand over, so a stream is only ever
-// written from here. It ends with the stream, the server, or an error.
+// goroutine) and the pushes queued for it (Connection.enqueue), so a stream
+// is only ever written from here. It ends with the stream, the server, or an error.
 func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func() (R, error), delta bool,
-	handle func(*Connection, R) error, push func(*Connection, *model.PushRequest) error) (err error) {
+	handle func(*Connection, R) error, push func(*Connection, *model.PushRequest, time.Time) error) (err error) {
 	if err := s.accepting(); err != nil {
 		return err
 	}
@@ -46,11 +47,11 @@ func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func()
 			if err := handle(c, req); err != nil {
 				return err
 			}
-		case ev := <-c.pushes:
-			err := push(c, ev.req)
-			close(ev.done)
-			if err != nil {
-				return err
+		case <-c.kick:
+			if req, queued := c.takePending(); req != nil {
+				if err := push(c, req, queued); err != nil {
+					return err
+				}
 			}
 		case err := <-errs:
 			return streamEnd(err)

@@ -14,6 +14,8 @@ import (
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/xds"
 )
 
 // Options configure the discovery server. cmd/pilot-discovery fills them
@@ -47,6 +49,10 @@ type Options struct {
 	DebounceAfter, DebounceMax time.Duration
 	EnableEDSDebounce          bool
 	PushThrottle               int
+	// SendTimeout is PILOT_XDS_SEND_TIMEOUT: a Send to a proxy blocked
+	// longer ends its stream; 0 waits forever, as Istio's 0. Istio's
+	// default is 0; ours is xds.DefaultSendTimeout (see xds/send.go).
+	SendTimeout time.Duration
 	// GatewayCredentials (PILOT_ENABLE_GATEWAY_CREDENTIALS, default true)
 	// watches Secrets of every namespace in Kubernetes mode to serve
 	// Gateway credentialNames over SDS (and serves the Secrets of
@@ -73,6 +79,7 @@ func DefaultOptions() Options {
 		DebounceMax:       10 * time.Second,
 		EnableEDSDebounce: true,
 		PushThrottle:      100,
+		SendTimeout:       xds.DefaultSendTimeout,
 		// As istiod, which reads ingress credentials from every namespace.
 		GatewayCredentials: true,
 	}
@@ -97,6 +104,9 @@ func (o *Options) validate() error {
 	}
 	if o.PushThrottle <= 0 {
 		return fmt.Errorf("PILOT_PUSH_THROTTLE: %d must be > 0", o.PushThrottle)
+	}
+	if o.SendTimeout < 0 {
+		return fmt.Errorf("PILOT_XDS_SEND_TIMEOUT: %v must not be negative (0 waits forever)", o.SendTimeout)
 	}
 	if o.Domain == "" {
 		return fmt.Errorf("--domain must not be empty")

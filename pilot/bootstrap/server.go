@@ -108,6 +108,7 @@ func NewServer(opts Options) (*Server, error) {
 		DebounceMax:       opts.DebounceMax,
 		EnableEDSDebounce: opts.EnableEDSDebounce,
 		PushThrottle:      opts.PushThrottle,
+		SendTimeout:       sendTimeout(opts.SendTimeout),
 	})
 	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
@@ -258,4 +259,13 @@ func (s *Server) httpMux() *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// sendTimeout maps PILOT_XDS_SEND_TIMEOUT (0: no timeout, as Istio) to
+// xds.Options.SendTimeout (negative: no timeout).
+func sendTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

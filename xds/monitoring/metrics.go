@@ -40,8 +40,16 @@ type Metrics struct {
 	ConfigSize *prometheus.HistogramVec
 	// InboundUpdates is pilot_inbound_updates: changes received from sources, by type.
 	InboundUpdates *prometheus.CounterVec
-	// PushQueueTime is pilot_proxy_queue_time: time a proxy waited in the push queue.
+	// PushQueueTime is pilot_proxy_queue_time: time a proxy's push waited
+	// for a generation slot (PILOT_PUSH_THROTTLE).
 	PushQueueTime prometheus.Histogram
+	// WriteTimeouts is pilot_xds_write_timeout: streams ended because a
+	// send blocked longer than PILOT_XDS_SEND_TIMEOUT.
+	WriteTimeouts prometheus.Counter
+	// UnansweredBytes is meshpilot_xds_unanswered_bytes: bytes of responses
+	// handed to gRPC whose client has not answered them yet, at most one
+	// response per type and connection (no Istio equivalent).
+	UnansweredBytes prometheus.Gauge
 	// XDSCacheReads is pilot_xds_cache_reads: resource cache lookups by type (hit, miss).
 	XDSCacheReads *prometheus.CounterVec
 	// XDSCacheSize is pilot_xds_cache_size: entries in the resource cache.
@@ -111,6 +119,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "pilot_proxy_queue_time", Help: "Time in seconds, a proxy is in the push queue before being dequeued.",
 			Buckets: []float64{.1, .5, 1, 3, 5, 10, 20, 30},
 		}),
+		WriteTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pilot_xds_write_timeout", Help: "Pilot XDS response write timeouts.",
+		}),
+		UnansweredBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshpilot_xds_unanswered_bytes",
+			Help: "Bytes of xDS responses sent and not yet ACKed or NACKed (at most one response per type and connection).",
+		}),
 		XDSCacheReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pilot_xds_cache_reads", Help: "Total number of xds cache xdsCacheReads.",
 		}, []string{"type"}),
@@ -132,7 +147,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.XDSClients, m.Pushes, m.ConvergenceTime, m.PushTriggers, m.DebounceTime,
 		m.PushContextInitTime, m.TotalRejects, m.ExpiredNonce, m.Services, m.PushTime, m.SendTime,
-		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.ConfigErrors, m.UnsupportedFields, m.XDSCacheReads, m.XDSCacheSize,
+		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.WriteTimeouts, m.UnansweredBytes, m.ConfigErrors, m.UnsupportedFields, m.XDSCacheReads, m.XDSCacheSize,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range m.Rejects {
 		reg.MustRegister(c)
