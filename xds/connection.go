@@ -57,6 +57,10 @@ type Connection struct {
 
 	// flow is the connection's flow-control state (flow.go).
 	flow flowState
+	// sendDone and sendTimer serve timedSend (send.go); only the stream
+	// goroutine uses them.
+	sendDone  chan error
+	sendTimer *time.Timer
 }
 
 // watchState is the per-type protocol state of a connection.
@@ -215,9 +219,9 @@ func (c *Connection) takePending() (*model.PushRequest, time.Time) {
 }
 
 // generateSlot waits for one of the PushThrottle generation slots; queued
-// is when the push was queued (pilot_proxy_queue_time). The returned
-// function gives the slot back. ok is false when the stream or server ends.
-func (c *Connection) generateSlot(ctx context.Context, queued time.Time) (release func(), ok bool) {
+// is when the push was queued (pilot_proxy_queue_time). It returns false
+// when the stream or server ends; else releaseSlot gives the slot back.
+func (c *Connection) generateSlot(ctx context.Context, queued time.Time) bool {
 	if !c.s.throttle.TryAcquire(1) {
 		wait, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(c.s.stopCtx, cancel)
@@ -225,14 +229,17 @@ func (c *Connection) generateSlot(ctx context.Context, queued time.Time) (releas
 		stop()
 		cancel()
 		if err != nil {
-			return nil, false
+			return false
 		}
 	}
 	if m := c.s.metrics; m != nil && !queued.IsZero() {
 		m.PushQueueTime.Observe(time.Since(queued).Seconds())
 	}
-	return func() { c.s.throttle.Release(1) }, true
+	return true
 }
+
+// releaseSlot gives back the slot generateSlot took.
+func (c *Connection) releaseSlot() { c.s.throttle.Release(1) }
 
 // generator returns the generator of typeURL for this proxy, or nil.
 func (c *Connection) generator(typeURL string) model.Generator {

@@ -124,8 +124,7 @@ func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 // sent without it (send.go).
 func (c *Connection) pushDelta(stream deltaStream, req *model.PushRequest, queued time.Time) error {
 	ctx := stream.Context()
-	release, ok := c.generateSlot(ctx, queued)
-	if !ok {
+	if !c.generateSlot(ctx, queued) {
 		return nil
 	}
 	var outs []*outgoing
@@ -137,7 +136,7 @@ func (c *Connection) pushDelta(stream deltaStream, req *model.PushRequest, queue
 			outs = append(outs, o)
 		}
 	}
-	release()
+	c.releaseSlot()
 	for _, o := range outs {
 		if err := c.transmit(ctx, o); err != nil {
 			return err

@@ -65,20 +65,26 @@ func (c *Connection) transmit(ctx context.Context, o *outgoing) error {
 
 // timedSend runs send and waits at most SendTimeout for it. A send that
 // takes longer ends the stream; send then returns once gRPC has cancelled
-// the stream, on its own goroutine.
+// the stream, on its own goroutine. The channel and timer are the
+// connection's, reused from send to send (after a timeout there is none).
 func (c *Connection) timedSend(ctx context.Context, typeURL string, send func() error) error {
 	timeout := c.s.opts.SendTimeout
 	if timeout < 0 {
 		return c.sendErr(typeURL, send())
 	}
-	done := make(chan error, 1)
+	if c.sendDone == nil {
+		c.sendDone = make(chan error, 1)
+		c.sendTimer = time.NewTimer(timeout)
+	} else {
+		c.sendTimer.Reset(timeout)
+	}
+	defer c.sendTimer.Stop()
+	done := c.sendDone
 	go func() { done <- send() }()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
 	select {
 	case err := <-done:
 		return c.sendErr(typeURL, err)
-	case <-t.C:
+	case <-c.sendTimer.C:
 		if m := c.s.metrics; m != nil {
 			m.WriteTimeouts.Inc()
 		}

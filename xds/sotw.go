@@ -104,8 +104,7 @@ func setSotWNames(ws *watchState, names []string) bool {
 // it (send.go).
 func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest, queued time.Time) error {
 	ctx := stream.Context()
-	release, ok := c.generateSlot(ctx, queued)
-	if !ok {
+	if !c.generateSlot(ctx, queued) {
 		return nil
 	}
 	var outs []*outgoing
@@ -117,7 +116,7 @@ func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest, queued 
 			outs = append(outs, o)
 		}
 	}
-	release()
+	c.releaseSlot()
 	for _, o := range outs {
 		if err := c.transmit(ctx, o); err != nil {
 			return err
