@@ -85,7 +85,8 @@ func TestStuckStreamsDelayNoOtherProxy(t *testing.T) {
 	svcs = append(svcs, service("warmup", 80))
 	h.reg.set(svcs...)
 	h.fullPush()
-	eventually(t, "every stuck stream blocked sending", func() bool {
+	// A guard, not a measure: 150 responses of 256 KiB under -race on a busy machine.
+	eventuallyWithin(t, 2*time.Minute, "every stuck stream blocked sending", func() bool {
 		blocked := 0
 		for _, st := range h.s.SyncStatus() {
 			if st.SendingSince != nil && st.UnansweredBytes > stuckWindow {
@@ -125,31 +126,26 @@ func TestStuckStreamsDelayNoOtherProxy(t *testing.T) {
 
 // A Send blocked longer than SendTimeout ends that stream with
 // DeadlineExceeded, counted in pilot_xds_write_timeout, and the bytes it
-// held are no longer counted; other streams carry on.
+// held are no longer counted; the server serves the next stream as before.
 func TestSendTimeoutEndsStuckStream(t *testing.T) {
 	h := newHarnessWith(t, true, func(o *Options) { o.SendTimeout = 100 * time.Millisecond }, withPaddedCDS(256<<10))
 	svcs := h.reg.Services()
 	h.openStuck(1)
 	eventually(t, "stuck stream connected", func() bool { return len(h.s.connections()) == 1 })
-	healthy := h.sotw()
-	healthy.send(&discovery.DiscoveryRequest{Node: testNode("healthy", nil), TypeUrl: model.ClusterType})
-	first := healthy.recvType(model.ClusterType)
-	healthy.send(&discovery.DiscoveryRequest{TypeUrl: model.ClusterType, ResponseNonce: first.GetNonce(), VersionInfo: first.GetVersionInfo()})
-
 	h.reg.set(append(svcs, service("more", 80))...)
 	h.fullPush()
-	eventually(t, "the stuck stream ended", func() bool {
-		return len(h.s.connections()) == 1 && h.s.connections()[0].proxy.PodName == "healthy"
-	})
+	eventually(t, "the stuck stream ended", func() bool { return len(h.s.connections()) == 0 })
 	if got := value(t, h.metrics.WriteTimeouts); got != 1 {
 		t.Errorf("pilot_xds_write_timeout = %v, want 1", got)
 	}
-	r := healthy.recvType(model.ClusterType)
-	if !hasResource(t, r, clusterName(service("more", 80))) {
-		t.Error("the healthy stream did not get the change")
+	if got := value(t, h.metrics.UnansweredBytes); got != 0 {
+		t.Errorf("meshpilot_xds_unanswered_bytes = %v after the stream ended, want 0", got)
 	}
-	healthy.send(&discovery.DiscoveryRequest{TypeUrl: model.ClusterType, ResponseNonce: r.GetNonce(), VersionInfo: r.GetVersionInfo()})
-	eventually(t, "no unanswered bytes left", func() bool { return value(t, h.metrics.UnansweredBytes) == 0 })
+	c := h.sotw()
+	c.send(&discovery.DiscoveryRequest{Node: testNode("after", nil), TypeUrl: model.ClusterType})
+	if r := c.recvType(model.ClusterType); !hasResource(t, r, clusterName(service("more", 80))) {
+		t.Error("a new stream did not get the current config")
+	}
 }
 
 // hasResource reports whether r carries a resource named name.
