@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
-	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	security "istio.io/api/security/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
 	typev1beta1 "istio.io/api/type/v1beta1"
@@ -35,14 +34,10 @@ func (c *checker) spec(spec proto.Message) {
 		c.workloadEntry("spec", s, false)
 	case *networking.WorkloadGroup:
 		c.workloadGroup(s)
-	case *networkingv1beta1.ProxyConfig:
-		c.workloadSelector("spec.selector", s.GetSelector())
 	case *security.AuthorizationPolicy:
 		c.authorizationPolicy(s)
 	case *security.RequestAuthentication:
 		c.requestAuthentication(s)
-	case *security.PeerAuthentication:
-		c.peerAuthentication(s)
 	case *telemetry.Telemetry:
 		c.telemetry(s)
 	case *extensions.WasmPlugin:
@@ -213,22 +208,6 @@ func (c *checker) labels(path string, labels map[string]string) {
 	}
 }
 
-// workloadSelector checks a selector: no empty keys, no wildcards.
-func (c *checker) workloadSelector(path string, s *typev1beta1.WorkloadSelector) {
-	c.selectorLabels(at(path, "matchLabels"), s.GetMatchLabels())
-}
-
-func (c *checker) selectorLabels(path string, labels map[string]string) {
-	for k, v := range labels {
-		if k == "" {
-			c.add(at(path, key(k)), "empty key is not supported in selector")
-		}
-		if strings.Contains(k, "*") || strings.Contains(v, "*") {
-			c.add(at(path, key(k)), "wildcard is not supported in selector: %q", k+"="+v)
-		}
-	}
-}
-
 // exportTo checks istiod's rules for exportTo: namespaces, "." or "*"
 // ("~" too for a ServiceEntry), no duplicates, "*" and "~" alone.
 func (c *checker) exportTo(path string, exportTo []string, serviceEntry bool) {
@@ -253,23 +232,10 @@ func (c *checker) exportTo(path string, exportTo []string, serviceEntry bool) {
 	}
 }
 
-// policyTargets checks targetRef/targetRefs and that at most one of them
-// and a selector is set.
-func (c *checker) policyTargets(selector *typev1beta1.WorkloadSelector, ref *typev1beta1.PolicyTargetReference, refs []*typev1beta1.PolicyTargetReference) {
-	set := 0
-	if selector != nil {
-		set++
-	}
-	if ref != nil {
-		set++
-	}
-	if len(refs) > 0 {
-		set++
-	}
-	if set > 1 {
-		c.add("spec", "only one of targetRefs, targetRef or selector can be set")
-	}
-	c.workloadSelector("spec.selector", selector)
+// policyTargets checks the kinds of targetRef and targetRefs; the CRD
+// holds the rest (one of selector or targets, name set, same namespace,
+// selector keys and values).
+func (c *checker) policyTargets(ref *typev1beta1.PolicyTargetReference, refs []*typev1beta1.PolicyTargetReference) {
 	if ref != nil {
 		c.policyTarget("spec.targetRef", ref)
 	}
@@ -279,12 +245,6 @@ func (c *checker) policyTargets(selector *typev1beta1.WorkloadSelector, ref *typ
 }
 
 func (c *checker) policyTarget(path string, r *typev1beta1.PolicyTargetReference) {
-	if r.GetName() == "" {
-		c.add(at(path, "name"), "targetRef name must be set")
-	}
-	if r.GetNamespace() != "" {
-		c.add(at(path, "namespace"), "cross namespace referencing is not supported")
-	}
 	switch {
 	case r.GetGroup() == "" && r.GetKind() == "Service":
 	case r.GetGroup() == "networking.istio.io" && r.GetKind() == "ServiceEntry":

@@ -34,7 +34,6 @@ func (c *checker) destinationRule(dr *networking.DestinationRule) {
 	}
 	c.exportTo("spec.exportTo", dr.GetExportTo(), false)
 	if dr.GetWorkloadSelector() != nil {
-		c.workloadSelector("spec.workloadSelector", dr.GetWorkloadSelector())
 		for i, e := range dr.GetExportTo() {
 			if e != "." && e != c.meta.Namespace {
 				c.add(at("spec.exportTo", i), "destination rule with workload selector cannot have exportTo beyond current namespace")
@@ -67,10 +66,6 @@ func (c *checker) trafficPolicy(path string, p *networking.TrafficPolicy) {
 		if checkDNSName(t.GetTargetHost()) != nil && !isIP(t.GetTargetHost()) {
 			c.add(at(tp, "targetHost"), "tunnel target host %q must be a valid FQDN or IP address", t.GetTargetHost())
 		}
-		c.port(at(tp, "targetPort"), t.GetTargetPort())
-	}
-	if v := p.GetProxyProtocol().GetVersion(); v != 0 && v != 1 {
-		c.add(at(path, "proxyProtocol.version"), "proxy protocol version %d is invalid", v)
 	}
 	for i, pl := range p.GetPortLevelSettings() {
 		pp := at(path, "portLevelSettings", i)
@@ -151,9 +146,6 @@ func (c *checker) loadBalancer(path string, lb *networking.LoadBalancerSettings)
 	}
 	if ch := lb.GetConsistentHash(); ch != nil {
 		cp := at(path, "consistentHash")
-		if ck := ch.GetHttpCookie(); ck != nil && ck.GetName() == "" {
-			c.add(at(cp, "httpCookie.name"), "name required for HttpCookie")
-		}
 		if ch.GetMinimumRingSize() != 0 && ch.GetHashAlgorithm() != nil { //nolint:staticcheck // deprecated, still accepted
 			c.add(cp, "only one of minimumRingSize or maglev/ringHash can be specified")
 		}

@@ -165,9 +165,6 @@ func (c *checker) hostPart(p, h string, gateway bool) {
 }
 
 func (c *checker) sidecar(s *networking.Sidecar) {
-	if s.GetWorkloadSelector() != nil {
-		c.selectorLabels("spec.workloadSelector.labels", s.GetWorkloadSelector().GetLabels())
-	}
 	if len(s.GetEgress()) == 0 && len(s.GetIngress()) == 0 && s.GetOutboundTrafficPolicy() == nil && s.GetInboundConnectionPool() == nil {
 		c.add("spec", "sidecar: empty configuration provided")
 		return

@@ -93,6 +93,10 @@ func (v *Validator) Validate(ctx context.Context, j []byte) ([]FieldError, error
 	if string(data) == "null" {
 		data = []byte("{}")
 	}
+	// Istio reads Go's duration syntax too ("1h30m", "500ms").
+	if data, err = NormalizeDurations(data, spec.ProtoReflect().Descriptor()); err != nil {
+		return []FieldError{{Field: "spec", Message: err.Error()}}, nil
+	}
 	if err := protojson.Unmarshal(data, spec); err != nil {
 		return []FieldError{{Field: "spec", Message: err.Error()}}, nil
 	}

@@ -100,13 +100,13 @@ func (v *Validator) Spec(meta Meta, spec proto.Message) []FieldError {
 func fromFieldErrors(list field.ErrorList) []FieldError {
 	out := make([]FieldError, 0, len(list))
 	for _, e := range list {
-		msg := e.ErrorBody()
-		if e.Field == "" && e.Detail != "" {
+		path, msg := e.Field, e.ErrorBody()
+		if path == "" || path == "<nil>" {
 			// A note on the whole object ("some validation rules were not
-			// checked ..."): no value to show.
-			msg = e.Detail
+			// checked ..."): no field, no value to show.
+			path, msg = "", e.Detail
 		}
-		out = append(out, FieldError{Field: e.Field, Message: msg})
+		out = append(out, FieldError{Field: path, Message: msg})
 	}
 	return out
 }

@@ -48,9 +48,6 @@ func (c *checker) virtualService(vs *networking.VirtualService) {
 	}
 	for i, r := range vs.GetTls() {
 		p := at("spec.tls", i)
-		if len(r.GetMatch()) == 0 {
-			c.add(at(p, "match"), "TLS route must have at least one match condition")
-		}
 		for j, m := range r.GetMatch() {
 			mp := at(p, "match", j)
 			if len(m.GetSniHosts()) == 0 {
@@ -498,7 +495,7 @@ func (c *checker) destination(path string, d *networking.Destination) {
 }
 
 func (c *checker) httpRouteDestinations(path string, ds []*networking.HTTPRouteDestination) {
-	var total int64
+	weights := make([]int32, len(ds))
 	for i, d := range ds {
 		p := at(path, i)
 		if d.GetDestination() == nil {
@@ -506,37 +503,40 @@ func (c *checker) httpRouteDestinations(path string, ds []*networking.HTTPRouteD
 		}
 		c.headers(at(p, "headers"), d.GetHeaders())
 		c.destination(at(p, "destination"), d.GetDestination())
-		c.weight(at(p, "weight"), d.GetWeight())
-		total += int64(d.GetWeight())
+		weights[i] = d.GetWeight()
 	}
-	c.totalWeight(path, len(ds), total)
+	c.weights(path, weights)
 }
 
 func (c *checker) routeDestinations(path string, ds []*networking.RouteDestination) {
-	var total int64
+	weights := make([]int32, len(ds))
 	for i, d := range ds {
 		p := at(path, i)
 		if d.GetDestination() == nil {
 			c.add(at(p, "destination"), "destination is required")
 		}
 		c.destination(at(p, "destination"), d.GetDestination())
-		c.weight(at(p, "weight"), d.GetWeight())
-		total += int64(d.GetWeight())
+		weights[i] = d.GetWeight()
 	}
-	c.totalWeight(path, len(ds), total)
+	c.weights(path, weights)
 }
 
-func (c *checker) weight(path string, w int32) {
-	if w < 0 {
-		c.add(path, "must not be negative, got %d", w)
+// weights checks the weights of a route's destinations. meshpilot is
+// stricter than istiod here (which refuses only negative weights and an
+// all-zero split, and scales the rest): each weight is 0..100 and, with
+// more than one destination, they add up to 100, as Istio's API asks.
+func (c *checker) weights(path string, weights []int32) {
+	var sum int64
+	inRange := true
+	for i, w := range weights {
+		if w < 0 || w > 100 {
+			c.add(at(path, i, "weight"), "must be between 0 and 100, got %d", w)
+			inRange = false
+		}
+		sum += int64(w)
 	}
-}
-
-// totalWeight refuses several destinations that all weigh 0: Envoy would
-// get a weighted cluster set with nothing to pick.
-func (c *checker) totalWeight(path string, n int, total int64) {
-	if n > 1 && total == 0 {
-		c.add(path, "total destination weight = 0")
+	if inRange && len(weights) > 1 && sum != 100 {
+		c.add(path, "weights of the %d destinations add up to %d, want 100", len(weights), sum)
 	}
 }
 
