@@ -42,6 +42,8 @@ func (c *checker) spec(spec proto.Message) {
 		c.telemetry(s)
 	case *extensions.WasmPlugin:
 		c.wasmPlugin(s)
+	case *networking.EnvoyFilter:
+		c.envoyFilter(s)
 	}
 }
 

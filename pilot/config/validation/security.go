@@ -3,10 +3,12 @@ package validation
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
 	extensions "istio.io/api/extensions/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
 )
@@ -156,4 +158,16 @@ func (c *checker) telemetry(t *telemetry.Telemetry) {
 // scheme, sha256, env names and values, port numbers).
 func (c *checker) wasmPlugin(w *extensions.WasmPlugin) {
 	c.policyTargets(w.GetTargetRef(), w.GetTargetRefs())
+}
+
+// envoyFilter checks the proxy version regexes, which istiod (not Envoy)
+// matches with Go's regexp; the CRD holds the other rules.
+func (c *checker) envoyFilter(ef *networking.EnvoyFilter) {
+	for i, p := range ef.GetConfigPatches() {
+		if v := p.GetMatch().GetProxy().GetProxyVersion(); v != "" {
+			if _, err := regexp.Compile(v); err != nil {
+				c.add(at("spec.configPatches", i, "match.proxy.proxyVersion"), "invalid regex: %v", err)
+			}
+		}
+	}
 }
