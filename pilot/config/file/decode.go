@@ -13,8 +13,11 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 )
 
 // Kinds of security.istio.io objects the loader accepts. The model has no
@@ -39,42 +43,68 @@ const (
 	defaultNS       = "default"
 )
 
-// istioKind describes how to decode and check one Istio kind.
+// Kinds of the chart's other Istio CRDs. Nothing consumes them yet; the
+// loader decodes and validates them so that a directory holding them loads
+// as a cluster would take it.
+const (
+	KindEnvoyFilter      model.Kind = "EnvoyFilter"
+	KindProxyConfig      model.Kind = "ProxyConfig"
+	KindWorkloadGroup    model.Kind = "WorkloadGroup"
+	KindTelemetry        model.Kind = "Telemetry"
+	KindWasmPlugin       model.Kind = "WasmPlugin"
+	KindTrafficExtension model.Kind = "TrafficExtension"
+)
+
+const (
+	groupTelemetry  = "telemetry.istio.io"
+	groupExtensions = "extensions.istio.io"
+)
+
+// istioKind describes how to decode one Istio kind; its checks are the
+// validation package's.
 type istioKind struct {
 	versions []string
 	newSpec  func() proto.Message
-	validate func(spec proto.Message) []fieldError
 }
 
 // lookupIstioKind returns the Istio kind of group and kind.
 func lookupIstioKind(group, kind string) (istioKind, bool) {
 	netVersions := []string{"v1", "v1beta1", "v1alpha3"}
 	secVersions := []string{"v1", "v1beta1"}
-	if group == groupNetworking {
-		switch model.Kind(kind) {
-		case model.KindServiceEntry:
-			return istioKind{netVersions, func() proto.Message { return &networking.ServiceEntry{} }, validateServiceEntry}, true
-		case model.KindWorkloadEntry:
-			return istioKind{netVersions, func() proto.Message { return &networking.WorkloadEntry{} }, validateWorkloadEntry}, true
-		case model.KindVirtualService:
-			return istioKind{netVersions, func() proto.Message { return &networking.VirtualService{} }, validateVirtualService}, true
-		case model.KindDestinationRule:
-			return istioKind{netVersions, func() proto.Message { return &networking.DestinationRule{} }, validateDestinationRule}, true
-		case model.KindGateway:
-			return istioKind{netVersions, func() proto.Message { return &networking.Gateway{} }, validateGateway}, true
-		case model.KindSidecar:
-			return istioKind{netVersions, func() proto.Message { return &networking.Sidecar{} }, nil}, true
-		}
+	spec := func(versions []string, newSpec func() proto.Message) (istioKind, bool) {
+		return istioKind{versions, newSpec}, true
 	}
-	if group == groupSecurity {
-		switch model.Kind(kind) {
-		case KindPeerAuthentication:
-			return istioKind{secVersions, func() proto.Message { return &security.PeerAuthentication{} }, nil}, true
-		case KindAuthorizationPolicy:
-			return istioKind{secVersions, func() proto.Message { return &security.AuthorizationPolicy{} }, nil}, true
-		case KindRequestAuthentication:
-			return istioKind{secVersions, func() proto.Message { return &security.RequestAuthentication{} }, nil}, true
-		}
+	switch group + "/" + kind {
+	case groupNetworking + "/" + string(model.KindServiceEntry):
+		return spec(netVersions, func() proto.Message { return &networking.ServiceEntry{} })
+	case groupNetworking + "/" + string(model.KindWorkloadEntry):
+		return spec(netVersions, func() proto.Message { return &networking.WorkloadEntry{} })
+	case groupNetworking + "/" + string(model.KindVirtualService):
+		return spec(netVersions, func() proto.Message { return &networking.VirtualService{} })
+	case groupNetworking + "/" + string(model.KindDestinationRule):
+		return spec(netVersions, func() proto.Message { return &networking.DestinationRule{} })
+	case groupNetworking + "/" + string(model.KindGateway):
+		return spec(netVersions, func() proto.Message { return &networking.Gateway{} })
+	case groupNetworking + "/" + string(model.KindSidecar):
+		return spec(netVersions, func() proto.Message { return &networking.Sidecar{} })
+	case groupNetworking + "/" + string(KindWorkloadGroup):
+		return spec(netVersions, func() proto.Message { return &networking.WorkloadGroup{} })
+	case groupNetworking + "/" + string(KindEnvoyFilter):
+		return spec([]string{"v1alpha3"}, func() proto.Message { return &networking.EnvoyFilter{} })
+	case groupNetworking + "/" + string(KindProxyConfig):
+		return spec([]string{"v1beta1"}, func() proto.Message { return &networkingv1beta1.ProxyConfig{} })
+	case groupSecurity + "/" + string(KindPeerAuthentication):
+		return spec(secVersions, func() proto.Message { return &security.PeerAuthentication{} })
+	case groupSecurity + "/" + string(KindAuthorizationPolicy):
+		return spec(secVersions, func() proto.Message { return &security.AuthorizationPolicy{} })
+	case groupSecurity + "/" + string(KindRequestAuthentication):
+		return spec(secVersions, func() proto.Message { return &security.RequestAuthentication{} })
+	case groupTelemetry + "/" + string(KindTelemetry):
+		return spec([]string{"v1", "v1alpha1"}, func() proto.Message { return &telemetry.Telemetry{} })
+	case groupExtensions + "/" + string(KindWasmPlugin):
+		return spec([]string{"v1alpha1"}, func() proto.Message { return &extensions.WasmPlugin{} })
+	case groupExtensions + "/" + string(KindTrafficExtension):
+		return spec([]string{"v1alpha1"}, func() proto.Message { return &extensions.TrafficExtension{} })
 	}
 	return istioKind{}, false
 }
@@ -126,7 +156,7 @@ func contentHash(doc []byte) string {
 
 // parseDoc decodes and checks one YAML document that starts at line
 // firstLine of its file.
-func parseDoc(doc []byte, firstLine int) parsed {
+func parseDoc(doc []byte, firstLine int, v *validation.Validator) parsed {
 	j, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
 		msg := "invalid YAML: " + fileLines(oneLine(err.Error()), firstLine)
@@ -167,7 +197,7 @@ func parseDoc(doc []byte, firstLine int) parsed {
 			return failed(h, fieldErr("apiVersion", "%s is not a supported version of %s (want one of %s)",
 				h.apiVersion, h.kind, strings.Join(k.versions, ", ")))
 		}
-		return decodeIstio(j, h, k)
+		return decodeIstio(j, h, k, v, validation.GVK{Group: group, Version: version, Kind: h.kind})
 	}
 	if obj, ok := newKubeObject(h.apiVersion, h.kind); ok {
 		return decodeKube(j, h, obj)
@@ -184,7 +214,10 @@ type istioObject struct {
 	Status     json.RawMessage   `json:"status,omitempty"`
 }
 
-func decodeIstio(j []byte, h header, k istioKind) parsed {
+// decodeIstio decodes and validates an Istio object: first against its
+// CRD's schema and CEL rules, as the API server would, then, decoded,
+// against istiod's Go rules.
+func decodeIstio(j []byte, h header, k istioKind, v *validation.Validator, gvk validation.GVK) parsed {
 	var raw istioObject
 	if errs := decodeStrict(j, &raw); len(errs) > 0 {
 		return failed(h, errs...)
@@ -195,6 +228,9 @@ func decodeIstio(j []byte, h header, k istioKind) parsed {
 	h.namespace = raw.Metadata.Namespace
 	if raw.Metadata.Name == "" {
 		return failed(h, fieldErr("metadata.name", "required"))
+	}
+	if errs := validateSchema(j, raw.Metadata.Namespace, v, gvk); len(errs) > 0 {
+		return failed(h, errs...)
 	}
 	spec := k.newSpec()
 	data := []byte(raw.Spec)
@@ -209,10 +245,9 @@ func decodeIstio(j []byte, h header, k istioKind) parsed {
 		field, err := protojsonFieldError(data, err)
 		return failed(h, fieldError{field: joinPath("spec", field), err: err})
 	}
-	if k.validate != nil {
-		if errs := k.validate(spec); len(errs) > 0 {
-			return failed(h, errs...)
-		}
+	meta := validation.Meta{Name: raw.Metadata.Name, Namespace: raw.Metadata.Namespace, Annotations: raw.Metadata.Annotations}
+	if errs := v.Spec(meta, spec); len(errs) > 0 {
+		return failed(h, fieldErrors(errs)...)
 	}
 	cfg := &model.Config{
 		Meta: model.Meta{

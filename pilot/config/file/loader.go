@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/support"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 )
 
@@ -50,6 +51,8 @@ type Snapshot struct {
 type Loader struct {
 	dir string
 	log *slog.Logger
+	// validator checks Istio objects as a cluster would.
+	validator *validation.Validator
 
 	mu   sync.Mutex
 	last *index
@@ -64,7 +67,7 @@ func NewLoader(dir string, log *slog.Logger) *Loader {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Loader{dir: dir, log: log, last: newIndex(), unsupported: support.NewReporter(log, nil)}
+	return &Loader{dir: dir, log: log, validator: validation.New(validation.Options{}), last: newIndex(), unsupported: support.NewReporter(log, nil)}
 }
 
 // Dir returns the directory the loader reads.
@@ -113,7 +116,7 @@ func (l *Loader) Load() (*Snapshot, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &read{prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}}
+	r := &read{prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}, validator: l.validator}
 	for _, e := range fileErrs {
 		r.retainUnder(e.File)
 	}
@@ -173,6 +176,7 @@ func (l *Loader) reportUnsupported(configs []model.Config) int {
 type read struct {
 	prev, cur *index
 	snap      *Snapshot
+	validator *validation.Validator
 }
 
 func (r *read) file(dir, rel string) {
@@ -199,7 +203,7 @@ func (r *read) doc(ref docRef, doc []byte, line int) {
 		r.add(r.reuse(o, ref), ref, false)
 		return
 	}
-	p := parseDoc(doc, line)
+	p := parseDoc(doc, line, r.validator)
 	switch {
 	case p.empty:
 		return

@@ -46,14 +46,15 @@ spec:
     - destination: {host: reviews, subset: v2}
       weight: 40
 `, "x.yaml#1 VirtualService shop/reviews: spec.http[1].route: weights of the 2 destinations add up to 90, want 100"},
-		{"virtual service without hosts", `apiVersion: networking.istio.io/v1
+		{"delegate virtual service bound to gateways", `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: empty}
 spec:
+  gateways: [bookinfo-gateway]
   http:
   - route:
     - destination: {host: reviews}
-`, "x.yaml#1 VirtualService default/empty: spec.hosts: at least one host is required"},
+`, "x.yaml#1 VirtualService default/empty: spec.gateways: delegate virtual service (no hosts) must have no gateways specified"},
 		{"destination without host", `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: nohost}
@@ -62,13 +63,13 @@ spec:
   tcp:
   - route:
     - destination: {subset: v1}
-`, "x.yaml#1 VirtualService default/nohost: spec.tcp[0].route[0].destination.host: required"},
+`, "x.yaml#1 VirtualService default/nohost: spec.tcp[0].route[0].destination.host: Required value"},
 		{"destination rule without host", `apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: dr}
 spec:
   subsets: [{name: v1}]
-`, "x.yaml#1 DestinationRule default/dr: spec.host: required"},
+`, "x.yaml#1 DestinationRule default/dr: spec.host: Required value"},
 		{"duplicate subset", `apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: dr}
@@ -82,27 +83,27 @@ metadata: {name: dr}
 spec:
   host: reviews
   subsets: [{labels: {version: v1}}]
-`, "x.yaml#1 DestinationRule default/dr: spec.subsets[0].name: required"},
+`, "x.yaml#1 DestinationRule default/dr: spec.subsets[0].name: Required value"},
 		{"service entry without hosts", `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: se}
 spec:
   ports: [{number: 80, name: http, protocol: HTTP}]
-`, "x.yaml#1 ServiceEntry default/se: spec.hosts: at least one host is required"},
+`, "x.yaml#1 ServiceEntry default/se: spec.hosts: Required value"},
 		{"service entry port zero", `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: se}
 spec:
   hosts: [example.com]
   ports: [{number: 80, name: http}, {number: 0, name: bad}]
-`, "x.yaml#1 ServiceEntry default/se: spec.ports[1].number: must be between 1 and 65535, got 0"},
+`, `x.yaml#1 ServiceEntry default/se: spec.ports[1].number: Invalid value: "integer": port must be between 1-65535`},
 		{"service entry duplicate port", `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: se}
 spec:
   hosts: [example.com]
   ports: [{number: 80, name: http}, {number: 80, name: http2}]
-`, "x.yaml#1 ServiceEntry default/se: spec.ports[1].number: duplicate port number 80 (also spec.ports[0])"},
+`, `x.yaml#1 ServiceEntry default/se: spec.ports: Invalid value: "array": port number cannot be duplicated`},
 		{"static service entry with hostname endpoint", `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: se}
@@ -117,7 +118,7 @@ kind: WorkloadEntry
 metadata: {name: vm}
 spec:
   labels: {app: ratings}
-`, "x.yaml#1 WorkloadEntry default/vm: spec.address: required"},
+`, `x.yaml#1 WorkloadEntry default/vm: spec: Invalid value: "object": Address is required`},
 		{"gateway server without port", `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: istio-system}
@@ -125,7 +126,7 @@ spec:
   selector: {istio: ingressgateway}
   servers:
   - hosts: ["*"]
-`, "x.yaml#1 Gateway istio-system/gw: spec.servers[0].port: required"},
+`, "x.yaml#1 Gateway istio-system/gw: spec.servers[0].port: Required value"},
 		{"kubernetes service port out of range", `apiVersion: v1
 kind: Service
 metadata: {name: bad}
@@ -164,7 +165,7 @@ spec:
   - route:
     - destination: {host: reviews}
       weight: heavy
-`, `x.yaml#1 VirtualService default/reviews: spec.http[0].route[0].weight: invalid value for int32 field weight: "heavy"`},
+`, `x.yaml#1 VirtualService default/reviews: spec.http[0].route[0].weight: Invalid value: "string": spec.http[0].route[0].weight in body must be of type integer: "string"`},
 		{"wrong kubernetes value type", `apiVersion: v1
 kind: Service
 metadata: {name: details}
@@ -473,8 +474,8 @@ kind: Deployment
 metadata: {name: ignored}
 spec: {}
 ---
-apiVersion: networking.istio.io/v1
-kind: EnvoyFilter
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
 metadata: {name: ignored-too}
 spec: {}
 `)

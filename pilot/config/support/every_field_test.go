@@ -6,8 +6,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/meshpilot/meshpilot/pilot/config/support"
 )
@@ -23,6 +26,12 @@ var emptySpecs = map[string]func() proto.Message{
 	"PeerAuthentication":    func() proto.Message { return &security.PeerAuthentication{} },
 	"AuthorizationPolicy":   func() proto.Message { return &security.AuthorizationPolicy{} },
 	"RequestAuthentication": func() proto.Message { return &security.RequestAuthentication{} },
+	"EnvoyFilter":           func() proto.Message { return &networking.EnvoyFilter{} },
+	"ProxyConfig":           func() proto.Message { return &networkingv1beta1.ProxyConfig{} },
+	"WorkloadGroup":         func() proto.Message { return &networking.WorkloadGroup{} },
+	"Telemetry":             func() proto.Message { return &telemetry.Telemetry{} },
+	"WasmPlugin":            func() proto.Message { return &extensions.WasmPlugin{} },
+	"TrafficExtension":      func() proto.Message { return &extensions.TrafficExtension{} },
 }
 
 // TestEveryUnsupportedAndPartialFieldWarns sets, for every entry of the

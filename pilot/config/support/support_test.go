@@ -13,8 +13,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
@@ -194,10 +197,16 @@ func TestTableMatchesAPI(t *testing.T) {
 		"PeerAuthentication":    (&security.PeerAuthentication{}).ProtoReflect().Descriptor(),
 		"AuthorizationPolicy":   (&security.AuthorizationPolicy{}).ProtoReflect().Descriptor(),
 		"RequestAuthentication": (&security.RequestAuthentication{}).ProtoReflect().Descriptor(),
+		"EnvoyFilter":           (&networking.EnvoyFilter{}).ProtoReflect().Descriptor(),
+		"ProxyConfig":           (&networkingv1beta1.ProxyConfig{}).ProtoReflect().Descriptor(),
+		"WorkloadGroup":         (&networking.WorkloadGroup{}).ProtoReflect().Descriptor(),
+		"Telemetry":             (&telemetry.Telemetry{}).ProtoReflect().Descriptor(),
+		"WasmPlugin":            (&extensions.WasmPlugin{}).ProtoReflect().Descriptor(),
+		"TrafficExtension":      (&extensions.TrafficExtension{}).ProtoReflect().Descriptor(),
 	}
 	table := support.Table()
 	if got := support.Kinds(); len(got) != len(specs) {
-		t.Errorf("kinds %v, want the %d of the brief", got, len(specs))
+		t.Errorf("kinds %v, want the %d the config sources accept", got, len(specs))
 	}
 	for kind, md := range specs {
 		fields, ok := table[kind]

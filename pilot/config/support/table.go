@@ -3,6 +3,12 @@ package support
 import (
 	"cmp"
 	"slices"
+
+	"google.golang.org/protobuf/proto"
+	extensions "istio.io/api/extensions/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // Notes shared by several entries.
@@ -29,11 +35,28 @@ func buildTable() map[string][]Field {
 		"PeerAuthentication":    peerAuthentication(),
 		"AuthorizationPolicy":   authorizationPolicy(),
 		"RequestAuthentication": requestAuthentication(),
+		// Kinds the config sources accept and validate but no generator reads.
+		"EnvoyFilter":      unconsumed(&networking.EnvoyFilter{}),
+		"ProxyConfig":      unconsumed(&networkingv1beta1.ProxyConfig{}),
+		"WorkloadGroup":    unconsumed(&networking.WorkloadGroup{}),
+		"Telemetry":        unconsumed(&telemetry.Telemetry{}),
+		"WasmPlugin":       unconsumed(&extensions.WasmPlugin{}),
+		"TrafficExtension": unconsumed(&extensions.TrafficExtension{}),
 	}
 	for _, fields := range t {
 		slices.SortFunc(fields, func(a, b Field) int { return cmp.Compare(a.Path, b.Path) })
 	}
 	return t
+}
+
+// unconsumed marks every top-level field of a kind's spec not supported.
+func unconsumed(spec proto.Message) []Field {
+	fds := spec.ProtoReflect().Descriptor().Fields()
+	out := make([]Field, 0, fds.Len())
+	for i := range fds.Len() {
+		out = append(out, Field{"spec." + fds.Get(i).JSONName(), Unsupported, "no generator reads this kind yet"})
+	}
+	return out
 }
 
 func virtualService() []Field {

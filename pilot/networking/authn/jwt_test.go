@@ -174,7 +174,14 @@ func TestJWTRequirement(t *testing.T) {
 // TestJWTBrokenPolicy: a policy with an invalid field is ignored with a
 // warning naming it; the others still apply.
 func TestJWTBrokenPolicy(t *testing.T) {
-	push := nt.Input{Configs: loadConfigs(t, "request-authentication-broken.yaml")}.PushContext()
+	// A rule without issuer: a cluster, and so the file source, refuses it;
+	// given anyway, the generator ignores the policy with a warning.
+	noIssuer := model.Config{Meta: model.Meta{Kind: model.KindRequestAuthentication, Name: "no-issuer", Namespace: "foo"},
+		Spec: &security.RequestAuthentication{JwtRules: []*security.JWTRule{
+			{Issuer: "ok@example.com", JwksUri: "https://ok.example.com/jwks.json"},
+			{JwksUri: "https://ok.example.com/jwks.json"},
+		}}}
+	push := nt.Input{Configs: append(loadConfigs(t, "request-authentication-broken.yaml"), noIssuer)}.PushContext()
 	cfg, warnings := jwtConfig(t, push, "foo", nil)
 	if got := issuers(cfg); !slices.Equal(got, []string{"origins-0=testing@secure.istio.io"}) {
 		t.Errorf("providers %q, want the valid policy's only", got)

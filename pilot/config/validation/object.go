@@ -1,0 +1,112 @@
+package validation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	extensions "istio.io/api/extensions/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
+	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// NewSpec returns an empty spec message of an Istio kind ("networking.istio.io",
+// "VirtualService"), whatever its version.
+func NewSpec(group, kind string) (proto.Message, bool) {
+	var m proto.Message
+	switch group + "/" + kind {
+	case "networking.istio.io/VirtualService":
+		m = &networking.VirtualService{}
+	case "networking.istio.io/DestinationRule":
+		m = &networking.DestinationRule{}
+	case "networking.istio.io/Gateway":
+		m = &networking.Gateway{}
+	case "networking.istio.io/Sidecar":
+		m = &networking.Sidecar{}
+	case "networking.istio.io/ServiceEntry":
+		m = &networking.ServiceEntry{}
+	case "networking.istio.io/WorkloadEntry":
+		m = &networking.WorkloadEntry{}
+	case "networking.istio.io/WorkloadGroup":
+		m = &networking.WorkloadGroup{}
+	case "networking.istio.io/EnvoyFilter":
+		m = &networking.EnvoyFilter{}
+	case "networking.istio.io/ProxyConfig":
+		m = &networkingv1beta1.ProxyConfig{}
+	case "security.istio.io/AuthorizationPolicy":
+		m = &security.AuthorizationPolicy{}
+	case "security.istio.io/PeerAuthentication":
+		m = &security.PeerAuthentication{}
+	case "security.istio.io/RequestAuthentication":
+		m = &security.RequestAuthentication{}
+	case "telemetry.istio.io/Telemetry":
+		m = &telemetry.Telemetry{}
+	case "extensions.istio.io/WasmPlugin":
+		m = &extensions.WasmPlugin{}
+	case "extensions.istio.io/TrafficExtension":
+		m = &extensions.TrafficExtension{}
+	default:
+		return nil, false
+	}
+	return m, true
+}
+
+// Validate checks a whole Istio object given as JSON, as a cluster with
+// istiod would on create: the CRD's rules first and, when they pass,
+// istiod's Go rules on the decoded spec. An object without namespace is
+// taken to be in "default". It fails when the object is not of an Istio
+// kind the chart defines.
+func (v *Validator) Validate(ctx context.Context, j []byte) ([]FieldError, error) {
+	var obj map[string]any
+	if err := utiljson.Unmarshal(j, &obj); err != nil {
+		return nil, fmt.Errorf("decode JSON: %w", err)
+	}
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	group, version, _ := strings.Cut(apiVersion, "/")
+	spec, ok := NewSpec(group, kind)
+	if !ok {
+		return nil, fmt.Errorf("%s %s is not an Istio kind", apiVersion, kind)
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		obj["metadata"] = meta
+	}
+	if ns, _ := meta["namespace"].(string); ns == "" {
+		meta["namespace"] = "default"
+	}
+	errs, err := v.Object(ctx, GVK{Group: group, Version: version, Kind: kind}, obj)
+	if err != nil || len(errs) > 0 {
+		return errs, err
+	}
+	data, err := json.Marshal(obj["spec"])
+	if err != nil {
+		return nil, fmt.Errorf("encode spec: %w", err)
+	}
+	if string(data) == "null" {
+		data = []byte("{}")
+	}
+	// Istio reads Go's duration syntax too ("1h30m", "500ms").
+	if data, err = NormalizeDurations(data, spec.ProtoReflect().Descriptor()); err != nil {
+		return []FieldError{{Field: "spec", Message: err.Error()}}, nil
+	}
+	if err := protojson.Unmarshal(data, spec); err != nil {
+		return []FieldError{{Field: "spec", Message: err.Error()}}, nil
+	}
+	m := Meta{Namespace: meta["namespace"].(string)}
+	m.Name, _ = meta["name"].(string)
+	if ann, ok := meta["annotations"].(map[string]any); ok {
+		m.Annotations = map[string]string{}
+		for k, a := range ann {
+			m.Annotations[k], _ = a.(string)
+		}
+	}
+	return v.Spec(m, spec), nil
+}
