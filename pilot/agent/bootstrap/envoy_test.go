@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/agent/config"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 )
 
 // testConfig is a sidecar's config from a pod's environment plus extra.
@@ -227,4 +229,22 @@ func TestWriteEnvoyRoundTrip(t *testing.T) {
 	if len(entries) != 1 || entries[0].Name() != EnvoyFileName {
 		t.Errorf("config dir holds %v, want only %s", entries, EnvoyFileName)
 	}
+}
+
+// The config sources refuse regexes over the program size the proxies we
+// bootstrap accept, no more and no less.
+func TestRegexLimitMatchesValidation(t *testing.T) {
+	b, err := Envoy(testConfig(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, layer := range b.GetLayeredRuntime().GetLayers() {
+		if v, ok := layer.GetStaticLayer().GetFields()["re2.max_program_size.error_level"]; ok {
+			if want := strconv.Itoa(validation.ProxyMaxRegexProgramSize); v.GetStringValue() != want {
+				t.Fatalf("bootstrap re2.max_program_size.error_level = %q, validation allows %s", v.GetStringValue(), want)
+			}
+			return
+		}
+	}
+	t.Fatal("bootstrap sets no re2.max_program_size.error_level")
 }

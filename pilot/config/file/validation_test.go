@@ -164,7 +164,7 @@ func TestEnvoyRejectedValuesRefusedLastGoodKept(t *testing.T) {
 	}{
 		{"unclosed regex", `"/api/(v1|v2)/.*"`, `"/api/(v1|[unclosed"`, "spec.http[0].match[0].uri.regex", "invalid RE2 regex: error parsing regexp: missing closing ]"},
 		{"huge repetition", `"/api/(v1|v2)/.*"`, `"a{1000000}"`, "spec.http[0].match[0].uri.regex", "invalid RE2 regex: error parsing regexp: invalid repeat count"},
-		{"regex over Envoy's program size", `"/api/(v1|v2)/.*"`, `"a{1000}"`, "spec.http[0].match[0].uri.regex", "more than Envoy's limit of 100"},
+		{"regex over the proxies' program size", `"/api/(v1|v2)/.*"`, `"[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}[a-z]{1000}"`, "spec.http[0].match[0].uri.regex", "more than Envoy's limit of 32768"},
 		{"negative timeout", "timeout: 5s", "timeout: -5s", "spec.http[0].timeout", "must be a valid duration greater than 1ms"},
 	}
 	for _, tc := range cases {

@@ -11,6 +11,12 @@ import (
 // Envoy rejects the whole resource holding a bigger one.
 const EnvoyMaxRegexProgramSize = 100
 
+// ProxyMaxRegexProgramSize is the limit the sidecars and gateways we
+// configure run with: our bootstrap (pilot/agent/bootstrap), like Istio's,
+// raises re2.max_program_size.error_level to 32768. It is the default, so
+// that every regex an Istio mesh accepts today is accepted here too.
+const ProxyMaxRegexProgramSize = 32768
+
 // maxRegexLength is the length limit istiod applies to every regex.
 const maxRegexLength = 1024
 

@@ -39,7 +39,7 @@ func (e FieldError) Error() string {
 // Options tunes the checks that depend on how proxies are configured.
 type Options struct {
 	// MaxRegexProgramSize is the largest RE2 program size accepted for a
-	// regex; 0 means EnvoyMaxRegexProgramSize, negative means no limit.
+	// regex; 0 means ProxyMaxRegexProgramSize, negative means no limit.
 	MaxRegexProgramSize int
 }
 
@@ -57,7 +57,7 @@ func New(opts Options) *Validator {
 
 func newValidator(crds string, opts Options) *Validator {
 	if opts.MaxRegexProgramSize == 0 {
-		opts.MaxRegexProgramSize = EnvoyMaxRegexProgramSize
+		opts.MaxRegexProgramSize = ProxyMaxRegexProgramSize
 	}
 	return &Validator{crds: newCRDSet(crds), opts: opts}
 }
