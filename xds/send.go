@@ -79,10 +79,9 @@ func (c *Connection) timedSend(ctx context.Context, typeURL string, send func() 
 		c.sendTimer.Reset(timeout)
 	}
 	defer c.sendTimer.Stop()
-	done := c.sendDone
-	go func() { done <- send() }()
+	go runSend(c.sendDone, send)
 	select {
-	case err := <-done:
+	case err := <-c.sendDone:
 		return c.sendErr(typeURL, err)
 	case <-c.sendTimer.C:
 		if m := c.s.metrics; m != nil {
@@ -97,6 +96,10 @@ func (c *Connection) timedSend(ctx context.Context, typeURL string, send func() 
 		return errShutdown
 	}
 }
+
+// runSend reports send's result on done (a go statement calling a function
+// allocates no closure).
+func runSend(done chan<- error, send func() error) { done <- send() }
 
 // sendErr counts and wraps a failed Send.
 func (c *Connection) sendErr(typeURL string, err error) error {
