@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -52,8 +53,9 @@ type TypeSync struct {
 	AckedVersion    string     `json:"ackedVersion,omitempty"`
 	AckedNonce      string     `json:"ackedNonce,omitempty"`
 	AckedAt         *time.Time `json:"ackedAt,omitempty"`
-	NackError       string     `json:"nackError,omitempty"`
-	NackAt          *time.Time `json:"nackAt,omitempty"`
+	// NackError is the client's error_detail message, cut to clientlog.MaxMessage.
+	NackError string     `json:"nackError,omitempty"`
+	NackAt    *time.Time `json:"nackAt,omitempty"`
 }
 
 // SyncStatus returns the state of every connection, sorted by connection ID.
@@ -79,7 +81,7 @@ func (c *Connection) syncStatus() SyncStatus {
 			TypeURL: typeURL, Wildcard: ws.watched.Wildcard, SubscribedCount: len(ws.watched.ResourceNames),
 			SentVersion: ws.versionSent, SentNonce: ws.nonceSent, SentAt: timePtr(ws.sentAt),
 			AckedVersion: ws.ackedVersion, AckedNonce: ws.ackedNonce, AckedAt: timePtr(ws.ackedAt),
-			NackError: ws.nackError, NackAt: timePtr(ws.nackAt),
+			NackError: clientlog.Truncate(ws.nackError, clientlog.MaxMessage), NackAt: timePtr(ws.nackAt),
 		}
 		if ts.SubscribedCount <= maxListedNames {
 			ts.Subscribed = sortedNames(ws.watched.ResourceNames)

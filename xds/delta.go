@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -36,7 +37,7 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 		return status.Error(codes.InvalidArgument, "delta request: type_url: missing")
 	}
 	if c.generator(typeURL) == nil {
-		c.log.Warn("delta request for a type with no generator ignored", "type", typeURL)
+		c.log.Warn("delta request for a type with no generator ignored", clientlog.String("type", typeURL))
 		return nil
 	}
 	c.mu.Lock()
@@ -217,7 +218,7 @@ func (c *Connection) sendDelta(stream deltaStream, typeURL string, push *model.P
 	}
 	if err != nil {
 		c.countError(typeURL, "builderr")
-		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), "error", err)
+		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), clientlog.Error("error", err))
 		return nil
 	}
 	inScope := func(name string) bool {

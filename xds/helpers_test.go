@@ -156,6 +156,12 @@ type harnessOpt func(*model.Environment, *GeneratorTable)
 
 func newHarness(t *testing.T, ready bool, opts ...harnessOpt) *harness {
 	t.Helper()
+	return newHarnessLogging(t, ready, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), opts...)
+}
+
+// newHarnessLogging is newHarness with the server logging to log.
+func newHarnessLogging(t *testing.T, ready bool, log *slog.Logger, opts ...harnessOpt) *harness {
+	t.Helper()
 	reg := &fakeRegistry{}
 	reg.set(service("a", 80), service("b", 80))
 	env := &model.Environment{ServiceDiscovery: reg, ConfigStore: fakeStore{}, Endpoints: model.NewEndpointIndex(), DomainSuffix: "cluster.local"}
@@ -167,7 +173,6 @@ func newHarness(t *testing.T, ready bool, opts ...harnessOpt) *harness {
 		o(env, &gens)
 	}
 	metrics := monitoring.New(prometheus.NewRegistry())
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := NewDiscoveryServer(env, gens, Options{Log: log, Metrics: metrics, DebounceAfter: time.Millisecond, DebounceMax: 50 * time.Millisecond, EnableEDSDebounce: true, PushThrottle: 4})
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

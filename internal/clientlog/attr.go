@@ -63,11 +63,16 @@ func Error(key string, err error) slog.Attr {
 // Strings is an attribute for a client-supplied list: its first MaxListed
 // entries, each cut to MaxValue bytes; a longer list is followed by
 // KEY_count, its full length.
-func Strings(key string, list []string) slog.Attr {
+func Strings(key string, list []string) slog.Attr { return boundedList(key, list, MaxValue) }
+
+// Messages is Strings for a list of free texts, each cut to MaxMessage bytes.
+func Messages(key string, list []string) slog.Attr { return boundedList(key, list, MaxMessage) }
+
+func boundedList(key string, list []string, max int) slog.Attr {
 	n := min(len(list), MaxListed)
 	shown := make([]string, n)
 	for i := range n {
-		shown[i] = Truncate(list[i], MaxValue)
+		shown[i] = Truncate(list[i], max)
 	}
 	if len(list) <= MaxListed {
 		return slog.Any(key, shown)

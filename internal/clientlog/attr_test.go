@@ -93,4 +93,9 @@ func TestStringsListsFewAndCounts(t *testing.T) {
 	if got, _ := line["resources"].([]any); len(got) != 2 || line["resources_count"] != nil {
 		t.Errorf("short list = %v", line)
 	}
+	long := strings.Repeat("e", 2*MaxMessage)
+	line, _ = record(t, Messages("errors", []string{long}))
+	if got, _ := line["errors"].([]any); len(got) != 1 || len(got[0].(string)) != MaxMessage+len(ellipsis) {
+		t.Errorf("messages = %v", line)
+	}
 }
