@@ -1,13 +1,13 @@
 package model
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 )
 
 // NodeType is the first field of an Istio node ID.
@@ -22,43 +22,25 @@ const (
 // GeneratorGRPC is the GENERATOR metadata value of proxyless gRPC clients.
 const GeneratorGRPC = "grpc"
 
-// NodeMetadata holds the node metadata keys Istio's agent sends.
+// NodeMetadata holds the node metadata keys Istio's agent sends that the
+// control plane reads (node_metadata.go decodes them).
 type NodeMetadata struct {
-	Namespace        string            `json:"NAMESPACE,omitempty"`
-	Labels           map[string]string `json:"LABELS,omitempty"`
-	InstanceIPs      StringList        `json:"INSTANCE_IPS,omitempty"`
-	ServiceAccount   string            `json:"SERVICE_ACCOUNT,omitempty"`
-	ClusterID        string            `json:"CLUSTER_ID,omitempty"`
-	IstioVersion     string            `json:"ISTIO_VERSION,omitempty"`
-	InterceptionMode string            `json:"INTERCEPTION_MODE,omitempty"`
-	WorkloadName     string            `json:"WORKLOAD_NAME,omitempty"`
-	Generator        string            `json:"GENERATOR,omitempty"`
-	MeshID           string            `json:"MESH_ID,omitempty"`
-	PodPorts         string            `json:"POD_PORTS,omitempty"`
+	Namespace        string            // NAMESPACE
+	Labels           map[string]string // LABELS
+	InstanceIPs      StringList        // INSTANCE_IPS
+	ServiceAccount   string            // SERVICE_ACCOUNT
+	ClusterID        string            // CLUSTER_ID
+	IstioVersion     string            // ISTIO_VERSION
+	InterceptionMode string            // INTERCEPTION_MODE
+	WorkloadName     string            // WORKLOAD_NAME
+	Generator        string            // GENERATOR
+	MeshID           string            // MESH_ID
+	PodPorts         string            // POD_PORTS
 }
 
-// StringList decodes Istio's comma-separated lists ("10.0.0.1,fd00::1").
+// StringList is one of Istio's comma-separated lists ("10.0.0.1,fd00::1"),
+// split.
 type StringList []string
-
-// UnmarshalJSON accepts a comma-separated string or a JSON array.
-func (l *StringList) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		*l = nil
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				*l = append(*l, p)
-			}
-		}
-		return nil
-	}
-	var a []string
-	if err := json.Unmarshal(b, &a); err != nil {
-		return fmt.Errorf("want a comma-separated string or a list: %w", err)
-	}
-	*l = a
-	return nil
-}
 
 // Proxy is a connected workload, parsed from its xDS node.
 type Proxy struct {
@@ -90,37 +72,32 @@ type VerifiedIdentity struct {
 }
 
 // ParseProxy parses an Istio node ("TYPE~IP~POD.NS~NS.svc.DOMAIN" plus
-// metadata). Errors name the field at fault.
+// metadata). Errors name the field at fault. It first checks the node
+// against the limits of node_limits.go, from sizes alone, so that its work
+// is linear in a node that is itself bounded (about a millisecond at the
+// limits): it takes no context, as it cannot run long enough to need one.
 func ParseProxy(node *corev3.Node) (*Proxy, error) {
 	if node == nil {
 		return nil, fmt.Errorf("node: missing")
 	}
-	parts := strings.Split(node.GetId(), "~")
-	if len(parts) != 4 {
-		return nil, fmt.Errorf("node.id %q: want 4 fields TYPE~IP~POD.NAMESPACE~DOMAIN, got %d", node.GetId(), len(parts))
+	if err := checkNodeLimits(node); err != nil {
+		return nil, err
 	}
-	p := &Proxy{ID: node.GetId(), Type: NodeType(parts[0]), DNSDomain: parts[3], Locality: node.GetLocality()}
+	id := node.GetId()
+	parts := strings.Split(id, "~")
+	if len(parts) != 4 {
+		return nil, fmt.Errorf("node.id %q: want 4 fields TYPE~IP~POD.NAMESPACE~DOMAIN, got %d", id, len(parts))
+	}
+	p := &Proxy{ID: id, Type: NodeType(parts[0]), DNSDomain: parts[3], Locality: node.GetLocality()}
 	switch p.Type {
 	case SidecarProxy, Router:
 	default:
-		return nil, fmt.Errorf("node.id %q: type %q is not sidecar or router", node.GetId(), parts[0])
+		return nil, fmt.Errorf("node.id %q: type %q is not sidecar or router", id, parts[0])
 	}
-	if parts[1] != "" {
-		if _, err := netip.ParseAddr(parts[1]); err != nil {
-			return nil, fmt.Errorf("node.id %q: IP %q: %w", node.GetId(), parts[1], err)
-		}
-		p.IPAddresses = append(p.IPAddresses, parts[1])
+	if err := decodeMetadata(node.GetMetadata().GetFields(), &p.Metadata); err != nil {
+		return nil, err
 	}
 	p.PodName, p.Namespace, _ = strings.Cut(parts[2], ".")
-	if md := node.GetMetadata(); md != nil {
-		raw, err := protojson.Marshal(md)
-		if err != nil {
-			return nil, fmt.Errorf("node.metadata: %w", err)
-		}
-		if err := json.Unmarshal(raw, &p.Metadata); err != nil {
-			return nil, fmt.Errorf("node.metadata: %w", err)
-		}
-	}
 	if p.Metadata.Namespace != "" {
 		p.Namespace = p.Metadata.Namespace
 	}
@@ -129,15 +106,37 @@ func ParseProxy(node *corev3.Node) (*Proxy, error) {
 			p.Namespace = ns
 		}
 	}
-	for _, ip := range p.Metadata.InstanceIPs {
-		if _, err := netip.ParseAddr(ip); err != nil {
-			return nil, fmt.Errorf("node.metadata.INSTANCE_IPS %q: %w", ip, err)
-		}
-		if !contains(p.IPAddresses, ip) {
-			p.IPAddresses = append(p.IPAddresses, ip)
-		}
+	ips, err := proxyIPs(parts[1], p.Metadata.InstanceIPs)
+	if err != nil {
+		return nil, err
 	}
+	p.IPAddresses = ips
 	return p, nil
+}
+
+// proxyIPs returns the node ID's IP (if any), then the INSTANCE_IPS not
+// already listed, each checked; linear in the number of addresses.
+func proxyIPs(idIP string, instanceIPs []string) ([]string, error) {
+	out := make([]string, 0, 1+len(instanceIPs))
+	seen := make(map[string]struct{}, 1+len(instanceIPs))
+	if idIP != "" {
+		if _, err := netip.ParseAddr(idIP); err != nil {
+			return nil, fmt.Errorf("node.id: IP %q is not an IP address", clientlog.Truncate(idIP, clientlog.MaxValue))
+		}
+		out = append(out, idIP)
+		seen[idIP] = struct{}{}
+	}
+	for _, ip := range instanceIPs {
+		if _, dup := seen[ip]; dup {
+			continue
+		}
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return nil, fmt.Errorf("node.metadata.INSTANCE_IPS: %q is not an IP address", clientlog.Truncate(ip, clientlog.MaxValue))
+		}
+		seen[ip] = struct{}{}
+		out = append(out, ip)
+	}
+	return out, nil
 }
 
 // Labels returns the workload's labels.
@@ -148,15 +147,6 @@ func (p *Proxy) IsGRPC() bool { return p.Metadata.Generator == GeneratorGRPC }
 
 // ConfigNamespace is the namespace used for config visibility.
 func (p *Proxy) ConfigNamespace() string { return p.Namespace }
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
 
 // ParseLocality turns "region/zone/subzone" (any suffix may be missing) into
 // an Envoy locality; "" gives nil. Endpoints and the agent's node both use it.

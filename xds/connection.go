@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -136,22 +137,23 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		proxy:       proxy,
 		delta:       delta,
 		connectedAt: time.Now(),
-		log:         s.log.With("conn", id),
+		log:         clientlog.Limited(s.log.With(clientlog.String("conn", id))),
 		kick:        make(chan struct{}, 1),
 		stopped:     make(chan struct{}),
 		watches:     map[string]*watchState{},
 	}
 	s.addConnection(c)
-	c.log.Info("proxy connected", "node", proxy.ID, "delta", delta, "version", proxy.Metadata.IstioVersion)
+	c.log.Info("proxy connected", clientlog.String("node", proxy.ID), "delta", delta, clientlog.String("version", proxy.Metadata.IstioVersion))
 	return c, nil
 }
 
-// disconnect unregisters c and releases any push worker waiting on it.
+// disconnect unregisters c and gives back what it held.
 func (s *DiscoveryServer) disconnect(c *Connection) {
 	c.releaseFlow()
 	c.dropUnanswered()
 	close(c.stopped)
 	s.removeConnection(c)
+	clientlog.Flush(context.Background(), c.log)
 	c.log.Info("proxy disconnected")
 }
 
@@ -288,7 +290,7 @@ func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
 	if m := c.s.metrics; m != nil {
 		m.RecordReject(model.ShortType(typeURL))
 	}
-	c.log.Warn("proxy rejected config (NACK)", "type", model.ShortType(typeURL), "nonce", nonce, "error", msg)
+	c.log.Warn("proxy rejected config (NACK)", "type", model.ShortType(typeURL), "nonce", nonce, clientlog.Message("error", msg))
 }
 
 // recordACK stores an acceptance; mu must not be held.
@@ -305,7 +307,7 @@ func (c *Connection) recordStale(typeURL, nonce string) {
 	if m := c.s.metrics; m != nil {
 		m.ExpiredNonce.WithLabelValues(model.ShortType(typeURL)).Inc()
 	}
-	c.log.Debug("stale nonce ignored", "type", model.ShortType(typeURL), "nonce", nonce)
+	c.log.Debug("stale nonce ignored", "type", model.ShortType(typeURL), clientlog.String("nonce", nonce))
 }
 
 // recordSent updates the state and metrics after a response was sent.

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -24,6 +23,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
+	"github.com/meshpilot/meshpilot/internal/redact"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -61,8 +62,9 @@ type TypeSync struct {
 	AckedVersion    string     `json:"ackedVersion,omitempty"`
 	AckedNonce      string     `json:"ackedNonce,omitempty"`
 	AckedAt         *time.Time `json:"ackedAt,omitempty"`
-	NackError       string     `json:"nackError,omitempty"`
-	NackAt          *time.Time `json:"nackAt,omitempty"`
+	// NackError is the client's error_detail message, cut to clientlog.MaxMessage.
+	NackError string     `json:"nackError,omitempty"`
+	NackAt    *time.Time `json:"nackAt,omitempty"`
 }
 
 // SyncStatus returns the state of every connection, sorted by connection ID.
@@ -95,7 +97,7 @@ func (c *Connection) syncStatus() SyncStatus {
 			TypeURL: typeURL, Wildcard: ws.watched.Wildcard, SubscribedCount: len(ws.watched.ResourceNames),
 			SentVersion: ws.versionSent, SentNonce: ws.nonceSent, SentAt: timePtr(ws.sentAt),
 			AckedVersion: ws.ackedVersion, AckedNonce: ws.ackedNonce, AckedAt: timePtr(ws.ackedAt),
-			NackError: ws.nackError, NackAt: timePtr(ws.nackAt),
+			NackError: clientlog.Truncate(ws.nackError, clientlog.MaxMessage), NackAt: timePtr(ws.nackAt),
 		}
 		if ts.SubscribedCount <= maxListedNames {
 			ts.Subscribed = sortedNames(ws.watched.ResourceNames)
@@ -113,7 +115,10 @@ func timePtr(t time.Time) *time.Time {
 }
 
 // RegisterDebug adds /debug/syncz, /debug/configz, /debug/registryz and
-// /debug/config_dump?proxyID= to mux.
+// /debug/config_dump?proxyID= to mux. None of them shows key material:
+// config_dump and configz redact every sensitive field as Envoy's admin
+// config_dump does (private keys, passwords, generic secrets, session
+// ticket keys), whatever generator or config produced it.
 func (s *DiscoveryServer) RegisterDebug(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/syncz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, s.log, s.SyncStatus())
@@ -248,28 +253,30 @@ func (c *Connection) watchedCopy(typeURL string) model.WatchedResource {
 	return model.WatchedResource{TypeURL: typeURL, ResourceNames: names, Wildcard: ws.watched.Wildcard}
 }
 
-// anyJSON renders a resource as protojson; a type this binary cannot resolve
-// is rendered as its type URL and base64 bytes instead of failing the dump.
+// anyJSON renders a resource as protojson with its secrets redacted (see
+// package redact; the resource itself, shared through the cache, is not
+// modified). A type this binary cannot resolve is rendered as its type URL
+// and size instead of failing the dump: its bytes cannot be checked for
+// secrets, so they are not shown.
 func anyJSON(a *anypb.Any) json.RawMessage {
 	if a == nil {
 		return json.RawMessage("null")
 	}
-	b, err := protojson.Marshal(a)
+	b, err := protojson.Marshal(redact.Copy(a))
 	if err == nil {
 		return b
 	}
-	b, _ = json.Marshal(map[string]string{
-		"@type": a.GetTypeUrl(), "error": err.Error(), "valueBase64": base64.StdEncoding.EncodeToString(a.GetValue()),
-	})
+	b, _ = json.Marshal(map[string]any{"@type": a.GetTypeUrl(), "error": err.Error(), "valueBytes": len(a.GetValue())})
 	return b
 }
 
-// protoJSON renders a message as protojson, or a JSON error object.
+// protoJSON renders a message as protojson with its secrets redacted, or a
+// JSON error object.
 func protoJSON(m proto.Message) json.RawMessage {
 	if m == nil {
 		return json.RawMessage("null")
 	}
-	b, err := protojson.Marshal(m)
+	b, err := protojson.Marshal(redact.Copy(m))
 	if err != nil {
 		b, _ = json.Marshal(map[string]string{"error": err.Error()})
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -37,7 +38,7 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 		return status.Error(codes.InvalidArgument, "delta request: type_url: missing")
 	}
 	if c.generator(typeURL) == nil {
-		c.log.Warn("delta request for a type with no generator ignored", "type", typeURL)
+		c.log.Warn("delta request for a type with no generator ignored", clientlog.String("type", typeURL))
 		return nil
 	}
 	c.mu.Lock()
@@ -241,7 +242,7 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 	}
 	if err != nil {
 		c.countError(typeURL, "builderr")
-		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), "error", err)
+		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), clientlog.Error("error", err))
 		return nil
 	}
 	inScope := func(name string) bool {

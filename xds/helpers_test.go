@@ -159,6 +159,12 @@ func newHarness(t *testing.T, ready bool, opts ...harnessOpt) *harness {
 	return newHarnessWith(t, ready, nil, opts...)
 }
 
+// newHarnessLogging is newHarness with the server logging to log.
+func newHarnessLogging(t *testing.T, ready bool, log *slog.Logger, opts ...harnessOpt) *harness {
+	t.Helper()
+	return newHarnessWith(t, ready, func(o *Options) { o.Log = log }, opts...)
+}
+
 // newHarnessWith is newHarness with a hook that adjusts the server's Options.
 func newHarnessWith(t *testing.T, ready bool, serverOpts func(*Options), opts ...harnessOpt) *harness {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -37,7 +38,7 @@ func (c *Connection) handleSotW(stream sotwStream, req *discovery.DiscoveryReque
 		return status.Error(codes.InvalidArgument, "request: type_url: missing")
 	}
 	if c.generator(typeURL) == nil {
-		c.log.Warn("request for a type with no generator ignored", "type", typeURL)
+		c.log.Warn("request for a type with no generator ignored", clientlog.String("type", typeURL))
 		return nil
 	}
 	nonce := req.GetResponseNonce()
@@ -154,7 +155,7 @@ func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.
 	res, err := gen.Generate(c.proxy, push, &ws.watched, req)
 	if err != nil {
 		c.countError(typeURL, "builderr")
-		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), "error", err)
+		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), clientlog.Error("error", err))
 		return nil
 	}
 	anys := make([]*anypb.Any, 0, len(res))

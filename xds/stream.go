@@ -6,6 +6,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 )
 
@@ -29,7 +30,7 @@ func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func()
 	}
 	c, err := s.connect(ctx, first.GetNode(), delta)
 	if err != nil {
-		s.log.Warn("xDS stream refused", "delta", delta, "error", err)
+		s.log.Warn("xDS stream refused", "delta", delta, clientlog.Error("error", err))
 		return err
 	}
 	defer s.disconnect(c)

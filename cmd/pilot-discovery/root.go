@@ -77,7 +77,8 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	f.StringVar(&opts.SecureGRPCAddr, "secureGRPCAddr", opts.SecureGRPCAddr, "Discovery and CA service gRPC address over TLS (empty turns the CA off)")
 	f.StringSliceVar(&opts.TLSSANs, "tlsSANs", nil, "Extra DNS names in the secure port's certificate (comma-separated)")
 	f.StringVar(&opts.CA.KeyType, "caKeyType", opts.CA.KeyType, "Key type of a self-signed CA root: ecdsa (P-256) or rsa (2048)")
-	f.StringVar(&opts.HTTPAddr, "httpAddr", opts.HTTPAddr, "Discovery service HTTP address (readiness, debug)")
+	f.StringVar(&opts.HTTPAddr, "httpAddr", opts.HTTPAddr, "Discovery service HTTP address (readiness; debug too without --debugAddr)")
+	f.StringVar(&opts.DebugAddr, "debugAddr", "", "Address for /debug/* alone (e.g. 127.0.0.1:8081); empty serves them on --httpAddr unless ENABLE_DEBUG_ON_HTTP=false")
 	f.StringVar(&opts.MonitoringAddr, "monitoringAddr", opts.MonitoringAddr, "HTTP address for /metrics")
 	f.StringVar(&opts.Domain, "domain", opts.Domain, "DNS domain suffix")
 	f.StringVar(&opts.ClusterID, "clusterID", opts.ClusterID, "The ID of the cluster that this instance resides in")
@@ -111,7 +112,7 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		name string
 		dst  *bool
 	}{{"PILOT_ENABLE_EDS_DEBOUNCE", &opts.EnableEDSDebounce}, {"XDS_AUTH", &opts.CA.XDSAuth},
-		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}}
+		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}, {"ENABLE_DEBUG_ON_HTTP", &opts.EnableDebugOnHTTP}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)

@@ -26,7 +26,7 @@ func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
 	want := map[string]string{
 		"grpcAddr": ":15010", "httpAddr": ":8080", "monitoringAddr": ":15014",
 		"domain": "cluster.local", "clusterID": "Kubernetes", "namespace": "istio-system",
-		"meshConfig": "./etc/istio/config/mesh", "configDir": "", "kubeconfig": "",
+		"meshConfig": "./etc/istio/config/mesh", "configDir": "", "kubeconfig": "", "debugAddr": "",
 	}
 	for name, def := range want {
 		f := cmd.Flags().Lookup(name)
@@ -48,15 +48,16 @@ func TestApplyEnv(t *testing.T) {
 		"PILOT_DEBOUNCE_AFTER": "50ms", "PILOT_DEBOUNCE_MAX": "2s",
 		"PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7",
 		"PILOT_ENABLE_GATEWAY_CREDENTIALS": "false", "PILOT_XDS_SEND_TIMEOUT": "3s",
+		"ENABLE_DEBUG_ON_HTTP": "false",
 	}
 	opts := bootstrap.DefaultOptions()
-	if !opts.GatewayCredentials {
-		t.Fatal("gateway credentials off by default, want on as in istiod")
+	if !opts.GatewayCredentials || !opts.EnableDebugOnHTTP {
+		t.Fatal("gateway credentials or debug on HTTP off by default, want on as in istiod")
 	}
 	if err := applyEnv(&opts, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second {
+	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP {
 		t.Fatalf("env not applied: %+v", opts)
 	}
 	env["PILOT_DEBOUNCE_AFTER"] = "soon"

@@ -34,6 +34,14 @@ type Options struct {
 	MeshConfigFile string
 	// Listen addresses: xDS plaintext (15010), readiness and debug (8080), metrics (15014).
 	GRPCAddr, HTTPAddr, MonitoringAddr string
+	// DebugAddr (--debugAddr), when set, serves /debug/* (syncz, configz,
+	// registryz, config_dump, pprof) there and no longer on HTTPAddr, e.g.
+	// 127.0.0.1:8081 so that only a port-forward reaches them: they reveal
+	// every proxy's configuration. Empty serves them on HTTPAddr when
+	// EnableDebugOnHTTP (istiod's ENABLE_DEBUG_ON_HTTP, default true), else
+	// nowhere.
+	DebugAddr         string
+	EnableDebugOnHTTP bool
 	// SecureGRPCAddr (15012) serves the CA and xDS over TLS with a
 	// certificate from our own CA; empty turns the CA and the port off.
 	SecureGRPCAddr string
@@ -70,6 +78,7 @@ func DefaultOptions() Options {
 		GRPCAddr:          ":15010",
 		HTTPAddr:          ":8080",
 		MonitoringAddr:    ":15014",
+		EnableDebugOnHTTP: true,
 		SecureGRPCAddr:    ":15012",
 		CA:                DefaultCAOptions(),
 		Domain:            "cluster.local",

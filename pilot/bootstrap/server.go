@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -53,6 +52,7 @@ type Server struct {
 	grpcLis    net.Listener
 	httpLis    net.Listener
 	monLis     net.Listener
+	debugLis   net.Listener // nil without --debugAddr
 
 	// applyMu serialises snapshot application (initial load and watcher).
 	applyMu sync.Mutex
@@ -131,31 +131,35 @@ func NewServer(opts Options) (*Server, error) {
 // until ctx is cancelled. It returns once ready, or with the first error.
 func (s *Server) Start(ctx context.Context) (err error) {
 	var lc net.ListenConfig
+	var opened []net.Listener
 	listen := func(addr, what string) (net.Listener, error) {
 		l, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
+			for _, o := range opened {
+				o.Close()
+			}
 			return nil, fmt.Errorf("listen %s on %s: %w", what, addr, err)
 		}
+		opened = append(opened, l)
 		return l, nil
 	}
 	if s.grpcLis, err = listen(s.opts.GRPCAddr, "xDS (--grpcAddr)"); err != nil {
 		return err
 	}
 	if s.httpLis, err = listen(s.opts.HTTPAddr, "HTTP (--httpAddr)"); err != nil {
-		s.grpcLis.Close()
 		return err
 	}
 	if s.monLis, err = listen(s.opts.MonitoringAddr, "monitoring (--monitoringAddr)"); err != nil {
-		s.grpcLis.Close()
-		s.httpLis.Close()
 		return err
+	}
+	if s.opts.DebugAddr != "" {
+		if s.debugLis, err = listen(s.opts.DebugAddr, "debug (--debugAddr)"); err != nil {
+			return err
+		}
 	}
 	var secureLis net.Listener
 	if s.secure != nil {
 		if secureLis, err = listen(s.opts.SecureGRPCAddr, "secure xDS and CA (--secureGRPCAddr)"); err != nil {
-			s.grpcLis.Close()
-			s.httpLis.Close()
-			s.monLis.Close()
 			return err
 		}
 	}
@@ -165,44 +169,51 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	monMux := http.NewServeMux()
 	monMux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	monSrv := &http.Server{Handler: monMux, ReadHeaderTimeout: 10 * time.Second}
+	servers := []*http.Server{httpSrv, monSrv}
 	s.grpcServer = grpc.NewServer(s.grpcServerOptions()...)
 	s.discovery.Register(s.grpcServer)
 
 	s.goServe("http", func() error { return httpSrv.Serve(s.httpLis) })
 	s.goServe("monitoring", func() error { return monSrv.Serve(s.monLis) })
+	if s.debugLis != nil {
+		debugSrv := &http.Server{Handler: s.debugMux(http.NewServeMux()), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, debugSrv)
+		s.goServe("debug", func() error { return debugSrv.Serve(s.debugLis) })
+	}
 	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.grpcLis) })
 	s.goServe("push", func() error { return s.discovery.Run(ctx) })
 
 	if s.secure != nil {
 		if err := s.startSecure(ctx, secureLis); err != nil {
 			secureLis.Close()
-			s.stop(httpSrv, monSrv)
+			s.stop(servers)
 			return err
 		}
 	}
 
 	if err := s.startSources(ctx); err != nil {
-		s.stop(httpSrv, monSrv)
+		s.stop(servers)
 		return err
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		<-ctx.Done()
-		s.stop(httpSrv, monSrv)
+		s.stop(servers)
 	}()
 	return nil
 }
 
-func (s *Server) stop(httpSrv, monSrv *http.Server) {
+func (s *Server) stop(servers []*http.Server) {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.grpcServer.Stop()
 	if s.secure != nil && s.secure.grpc != nil {
 		s.secure.grpc.Stop()
 	}
-	_ = httpSrv.Shutdown(shutdown)
-	_ = monSrv.Shutdown(shutdown)
+	for _, srv := range servers {
+		_ = srv.Shutdown(shutdown)
+	}
 }
 
 func (s *Server) goServe(name string, serve func() error) {
@@ -233,33 +244,22 @@ func (s *Server) Wait() { s.wg.Wait() }
 // GRPCListenAddr is the bound xDS address.
 func (s *Server) GRPCListenAddr() string { return s.grpcLis.Addr().String() }
 
-// HTTPListenAddr is the bound readiness/debug address.
+// HTTPListenAddr is the bound readiness address (and debug, without --debugAddr).
 func (s *Server) HTTPListenAddr() string { return s.httpLis.Addr().String() }
 
 // MonitoringListenAddr is the bound metrics address.
 func (s *Server) MonitoringListenAddr() string { return s.monLis.Addr().String() }
 
+// DebugListenAddr is the bound --debugAddr, or "" when debug is not served apart.
+func (s *Server) DebugListenAddr() string {
+	if s.debugLis == nil {
+		return ""
+	}
+	return s.debugLis.Addr().String()
+}
+
 // Discovery exposes the ADS server (tests, load tools in-process).
 func (s *Server) Discovery() *xds.DiscoveryServer { return s.discovery }
-
-func (s *Server) httpMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.discovery.Ready() {
-			http.Error(w, "initial config not loaded", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	s.discovery.RegisterDebug(mux)
-	// Go profiles, where istiod serves them too (go tool pprof http://HOST:8080/debug/pprof/profile).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
-}
 
 // sendTimeout maps PILOT_XDS_SEND_TIMEOUT (0: no timeout, as Istio) to
 // xds.Options.SendTimeout (negative: no timeout).

@@ -2,14 +2,9 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"strings"
 	"testing"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
@@ -20,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/meshpilot/meshpilot/internal/pki"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
@@ -52,46 +46,10 @@ func dialSecure(t *testing.T, srv *bootstrap.Server) *grpc.ClientConn {
 	return conn
 }
 
-// dialSecureAs connects to srv's secure port with a client certificate
-// for spiffe://cluster.local/ns/NS/sa/SA signed by srv's own CA, as a
-// workload renewing its certificate does (file mode has no token review).
+// dialSecureAs connects to srv's secure port as spiffe://cluster.local/ns/NS/sa/SA.
 func dialSecureAs(t *testing.T, srv *bootstrap.Server, ns, sa string) *grpc.ClientConn {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := x509.ParseCertificateRequest(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := srv.Authority().Sign(csr, "spiffe://cluster.local/ns/"+ns+"/sa/"+sa, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := pki.MarshalPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair([]byte(strings.Join(chain, "")), keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(srv.Authority().Bundle().RootPEM) {
-		t.Fatal("CA root holds no certificate")
-	}
-	cfg := &tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc", Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	conn, err := grpc.NewClient(srv.SecureGRPCListenAddr(), grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return bootstraptest.DialSecureAs(t, srv, ns, sa)
 }
 
 // routerNode is node for a router of ns running as service account sa.

@@ -114,7 +114,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env, syncOnly bool
 		t.Fatal(err)
 	}
 	kubeconfig := env.KubeconfigFor(t, env.ServiceAccountToken(t, releaseNS, "istiod"))
-	httpAddr, secureAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	httpAddr, debugAddr, secureAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -126,6 +126,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env, syncOnly bool
 		"--meshConfig", meshFile,
 		"--grpcAddr", "127.0.0.1:0",
 		"--httpAddr", httpAddr,
+		"--debugAddr", debugAddr,
 		"--monitoringAddr", "127.0.0.1:0",
 		"--secureGRPCAddr", secureAddr,
 		"--log_output_level", "default:debug",
@@ -199,7 +200,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env, syncOnly bool
 	}
 	for _, probe := range probes {
 		pctx, pcancel := context.WithTimeout(ctx, time.Minute)
-		err := waitBody(pctx, "http://"+httpAddr+probe.path, probe.found, exited, logs)
+		err := waitBody(pctx, "http://"+debugAddr+probe.path, probe.found, exited, logs)
 		pcancel()
 		if err != nil {
 			t.Errorf("pilot-discovery %s never showed %s: %v", probe.path, probe.what, err)

@@ -165,6 +165,26 @@ func TestTemplateOverrides(t *testing.T) {
 	checkRBAC(t, objs, sa)
 }
 
+// TestTemplateDebugAddress: discovery.debug.address sets --debugAddr;
+// empty leaves it out (debug on 8080, as istiod); /ready stays the probe.
+func TestTemplateDebugAddress(t *testing.T) {
+	for value, want := range map[string]string{"0.0.0.0:9999": "--debugAddr=0.0.0.0:9999", "": ""} {
+		c := only[*appsv1.Deployment](t, render(t, "discovery.debug.address="+value)).Spec.Template.Spec.Containers[0]
+		var got []string
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--debugAddr") {
+				got = append(got, a)
+			}
+		}
+		if want == "" && len(got) != 0 || want != "" && (len(got) != 1 || got[0] != want) {
+			t.Errorf("discovery.debug.address=%q: args %v, want %q", value, got, want)
+		}
+		if rp := c.ReadinessProbe; rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/ready" || rp.HTTPGet.Port != intstr.FromInt32(8080) {
+			t.Errorf("discovery.debug.address=%q: readinessProbe %+v", value, rp)
+		}
+	}
+}
+
 func TestTemplateRejectsEmptyHub(t *testing.T) {
 	_, err := tryHelm(t, "template", releaseName, chartDir(t), "--namespace", releaseNS,
 		"--kube-version", kubetest.KubeVersion, "--set", "image.hub=")
@@ -192,7 +212,7 @@ func checkDeployment(t *testing.T, dep *appsv1.Deployment, serviceAccount, image
 		t.Errorf("image %q, want %q", c.Image, image)
 	}
 	wantArgs := []string{"discovery", "--monitoringAddr=:15014", "--log_output_level=default:info",
-		"--domain", "cluster.local", "--meshConfig=/etc/istio/config/mesh", "--namespace=" + releaseNS}
+		"--domain", "cluster.local", "--meshConfig=/etc/istio/config/mesh", "--namespace=" + releaseNS, "--debugAddr=127.0.0.1:8081"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}

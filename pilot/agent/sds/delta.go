@@ -6,20 +6,23 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 )
 
 // deltaStream is the state of one incremental stream.
 type deltaStream struct {
 	s       *Server
 	stream  secretv3.SecretDiscoveryService_DeltaSecretsServer
+	log     *slog.Logger // the stream's, rate-limited
 	node    string
 	started bool
 	names   map[string]struct{} // what the client subscribed to
 	sent    map[string]string   // name → version the client holds
 }
 
-func (st *deltaStream) log() *slog.Logger {
-	return st.s.log.With("node", st.node, "protocol", "delta")
+func (st *deltaStream) logger() *slog.Logger {
+	return st.log.With(clientlog.String("node", st.node))
 }
 
 func (st *deltaStream) handle(ctx context.Context, req *discoveryv3.DeltaDiscoveryRequest) error {
@@ -31,9 +34,9 @@ func (st *deltaStream) handle(ctx context.Context, req *discoveryv3.DeltaDiscove
 	}
 	if n := req.GetResponseNonce(); n != "" {
 		if d := req.GetErrorDetail(); d != nil {
-			st.log().Warn("proxy rejected secrets (NACK)", "nonce", n, "error", d.GetMessage())
+			st.logger().Warn("proxy rejected secrets (NACK)", clientlog.String("nonce", n), clientlog.Message("error", d.GetMessage()))
 		} else {
-			st.log().Debug("proxy acknowledged secrets (ACK)", "nonce", n)
+			st.logger().Debug("proxy acknowledged secrets (ACK)", clientlog.String("nonce", n))
 		}
 	}
 	if err := checkNames(req.GetResourceNamesSubscribe()); err != nil {
@@ -104,6 +107,6 @@ func (st *deltaStream) send(ctx context.Context, names map[string]struct{}, forc
 	for _, r := range resp.Resources {
 		st.sent[r.Name] = r.Version
 	}
-	st.log().Info("sent secrets", "resources", sentNames)
+	st.logger().Info("sent secrets", "resources", sentNames)
 	return nil
 }

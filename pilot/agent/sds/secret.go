@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 )
 
 // resource is one secret ready to send: its marshalled Any and a version
@@ -36,7 +38,7 @@ func checkNames(names []string) error {
 	for _, n := range names {
 		if n != WorkloadCertName && n != RootCertName {
 			return status.Errorf(codes.InvalidArgument,
-				"sds: resource %q unknown: this agent serves only %q and %q", n, WorkloadCertName, RootCertName)
+				"sds: resource %q unknown: this agent serves only %q and %q", clientlog.Truncate(n, clientlog.MaxValue), WorkloadCertName, RootCertName)
 		}
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 )
 
 // service is the gRPC face of a Server; it keeps the SDS methods off the
@@ -22,14 +24,16 @@ type service struct {
 
 // StreamSecrets serves a State of the World SDS stream.
 func (v *service) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSecretsServer) error {
-	st := &sotwStream{s: v.s, stream: stream, names: map[string]struct{}{}, sent: map[string]string{}}
-	return serve(v.s, stream.Context(), stream.Recv, st.handle, st.push)
+	log := clientlog.Limited(v.s.log.With("protocol", "sotw"))
+	st := &sotwStream{s: v.s, stream: stream, log: log, names: map[string]struct{}{}, sent: map[string]string{}}
+	return serve(v.s, stream.Context(), log, stream.Recv, st.handle, st.push)
 }
 
 // DeltaSecrets serves an incremental SDS stream.
 func (v *service) DeltaSecrets(stream secretv3.SecretDiscoveryService_DeltaSecretsServer) error {
-	st := &deltaStream{s: v.s, stream: stream, names: map[string]struct{}{}, sent: map[string]string{}}
-	return serve(v.s, stream.Context(), stream.Recv, st.handle, st.push)
+	log := clientlog.Limited(v.s.log.With("protocol", "delta"))
+	st := &deltaStream{s: v.s, stream: stream, log: log, names: map[string]struct{}{}, sent: map[string]string{}}
+	return serve(v.s, stream.Context(), log, stream.Recv, st.handle, st.push)
 }
 
 // FetchSecrets (unary SDS) is not served; Istio's agent refuses it too.
@@ -39,10 +43,12 @@ func (v *service) FetchSecrets(context.Context, *discoveryv3.DiscoveryRequest) (
 
 // serve runs one stream: a goroutine reads requests, the loop answers them
 // and pushes changed secrets, one at a time, until the stream ends. The
-// reader ends with the stream, so nothing outlives the call.
-func serve[Req any](s *Server, ctx context.Context, recv func() (Req, error),
+// reader ends with the stream, so nothing outlives the call. log is the
+// stream's (rate-limited) logger.
+func serve[Req any](s *Server, ctx context.Context, log *slog.Logger, recv func() (Req, error),
 	handle func(context.Context, Req) error, push func(context.Context, map[string]struct{}) error,
 ) error {
+	defer clientlog.Flush(context.Background(), log)
 	w := newWatcher()
 	s.register(w)
 	defer s.unregister(w)
@@ -75,12 +81,12 @@ func serve[Req any](s *Server, ctx context.Context, recv func() (Req, error),
 			return err
 		case req := <-reqs:
 			if err := handle(ctx, req); err != nil {
-				s.log.Warn("closing SDS stream", "error", err)
+				log.Warn("closing SDS stream", clientlog.Error("error", err))
 				return err
 			}
 		case <-w.signal:
 			if err := push(ctx, w.take()); err != nil {
-				s.log.Warn("closing SDS stream", "error", err)
+				log.Warn("closing SDS stream", clientlog.Error("error", err))
 				return err
 			}
 		}
@@ -90,7 +96,7 @@ func serve[Req any](s *Server, ctx context.Context, recv func() (Req, error),
 // checkType refuses a request for anything but secrets.
 func checkType(typeURL string) error {
 	if typeURL != "" && typeURL != SecretTypeURL {
-		return status.Errorf(codes.InvalidArgument, "sds: type_url %q is not %q", typeURL, SecretTypeURL)
+		return status.Errorf(codes.InvalidArgument, "sds: type_url %q is not %q", clientlog.Truncate(typeURL, clientlog.MaxValue), SecretTypeURL)
 	}
 	return nil
 }
@@ -101,6 +107,7 @@ func newNonce() string { return rand.Text() }
 type sotwStream struct {
 	s      *Server
 	stream secretv3.SecretDiscoveryService_StreamSecretsServer
+	log    *slog.Logger // the stream's, rate-limited
 	node   string
 	names  map[string]struct{} // what the client watches
 	sent   map[string]string   // name → version last sent
@@ -114,14 +121,15 @@ func (st *sotwStream) handle(ctx context.Context, req *discoveryv3.DiscoveryRequ
 	if st.node == "" && req.GetNode() != nil {
 		st.node = req.GetNode().GetId()
 	}
-	log := st.s.log.With("node", st.node, "protocol", "sotw")
+	log := st.log.With(clientlog.String("node", st.node))
 	if n := req.GetResponseNonce(); n != "" && n != st.nonce {
-		log.Debug("ignoring request with a stale nonce", "nonce", n)
+		log.Debug("ignoring request with a stale nonce", clientlog.String("nonce", n))
 		return nil
 	}
 	if d := req.GetErrorDetail(); d != nil {
-		log.Warn("proxy rejected secrets (NACK)", "resources", req.GetResourceNames(),
-			"version", req.GetVersionInfo(), "nonce", req.GetResponseNonce(), "error", d.GetMessage())
+		log.Warn("proxy rejected secrets (NACK)", clientlog.Strings("resources", req.GetResourceNames()),
+			clientlog.String("version", req.GetVersionInfo()), clientlog.String("nonce", req.GetResponseNonce()),
+			clientlog.Message("error", d.GetMessage()))
 		return nil
 	}
 	if err := checkNames(req.GetResourceNames()); err != nil {
@@ -143,7 +151,7 @@ func (st *sotwStream) handle(ctx context.Context, req *discoveryv3.DiscoveryRequ
 	}
 	initial := req.GetResponseNonce() == ""
 	if !initial && !added {
-		log.Debug("proxy acknowledged secrets (ACK)", "version", req.GetVersionInfo(), "nonce", req.GetResponseNonce())
+		log.Debug("proxy acknowledged secrets (ACK)", clientlog.String("version", req.GetVersionInfo()), clientlog.String("nonce", req.GetResponseNonce()))
 		return nil
 	}
 	if len(names) == 0 {
@@ -168,7 +176,7 @@ func (st *sotwStream) push(ctx context.Context, changed map[string]struct{}) err
 	if !touched {
 		return nil
 	}
-	return st.send(ctx, st.s.log.With("node", st.node, "protocol", "sotw"), false)
+	return st.send(ctx, st.log.With(clientlog.String("node", st.node)), false)
 }
 
 // send answers with every watched secret; unless force, only when one of

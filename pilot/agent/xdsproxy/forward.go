@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 )
 
 // state is what the proxy remembers of one downstream stream's protocol,
@@ -69,8 +71,9 @@ func forward[Req, Resp any](p *Proxy, down grpc.BidiStreamingServer[Req, Resp], 
 	defer cancel()
 	f := &forwarder[Req, Resp]{
 		p: p, down: down, open: open, st: st, cancel: cancel,
-		log: p.log.With("stream", p.streams.Add(1), "protocol", kind),
+		log: clientlog.Limited(p.log.With("stream", p.streams.Add(1), "protocol", kind)),
 	}
+	defer clientlog.Flush(context.Background(), f.log)
 	downErr := make(chan error, 1)
 	p.wg.Add(1)
 	go func() {
@@ -98,10 +101,10 @@ func forward[Req, Resp any](p *Proxy, down grpc.BidiStreamingServer[Req, Resp], 
 		}
 		if established {
 			failures = 0
-			f.log.Warn("xDS upstream disconnected", "upstream", p.opts.Upstream, "error", err)
+			f.log.Warn("xDS upstream disconnected", "upstream", p.opts.Upstream, clientlog.Error("error", err))
 		} else {
 			failures++
-			f.log.Warn("xDS upstream stream failed", "upstream", p.opts.Upstream, "error", err, "attempt", failures)
+			f.log.Warn("xDS upstream stream failed", "upstream", p.opts.Upstream, clientlog.Error("error", err), "attempt", failures)
 		}
 	}
 	select {

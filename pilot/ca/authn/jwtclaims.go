@@ -14,8 +14,8 @@ import (
 // the TokenReview, without checking the signature: only to refuse early a
 // token that cannot pass. Nothing decided from them grants access.
 type unverifiedClaims struct {
-	Aud audience `json:"aud"`
-	Exp *float64 `json:"exp"`
+	Aud audience
+	Exp *float64
 }
 
 // audience is the JWT "aud" claim: one string or an array of strings.
@@ -52,9 +52,22 @@ func decodeUnverified(token string) (*unverifiedClaims, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: bearer token is not a JWT (payload is not base64url)", ErrUnauthenticated)
 	}
-	var c unverifiedClaims
-	if err := json.Unmarshal(payload, &c); err != nil {
+	// Claim names are case-sensitive (RFC 7519): decoding into a struct
+	// would also take "AUD" or "Exp" for aud and exp.
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &raw); err != nil || raw == nil {
 		return nil, fmt.Errorf("%w: bearer token is not a JWT (payload is not a JSON object of claims)", ErrUnauthenticated)
+	}
+	var c unverifiedClaims
+	if v, ok := raw["aud"]; ok {
+		if err := json.Unmarshal(v, &c.Aud); err != nil {
+			return nil, fmt.Errorf("%w: bearer token's aud claim is neither a string nor an array of strings", ErrUnauthenticated)
+		}
+	}
+	if v, ok := raw["exp"]; ok {
+		if err := json.Unmarshal(v, &c.Exp); err != nil {
+			return nil, fmt.Errorf("%w: bearer token's exp claim is not a number", ErrUnauthenticated)
+		}
 	}
 	return &c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
@@ -50,6 +51,7 @@ func FuzzCreateCertificate(f *testing.F) {
 	seed(&securityapi.IstioCertificateRequest{Csr: testCSR(f, id), ValidityDuration: 3600})
 	seed(&securityapi.IstioCertificateRequest{Csr: testCSR(f, "spiffe://cluster.local/ns/fuzz/sa/other")})
 	seed(&securityapi.IstioCertificateRequest{Csr: testCSR(f, id), ValidityDuration: -1})
+	seed(&securityapi.IstioCertificateRequest{Csr: testCSR(f, id), ValidityDuration: 18446744074})
 	seed(&securityapi.IstioCertificateRequest{Csr: testCSR(f, id), Metadata: &structpb.Struct{
 		Fields: map[string]*structpb.Value{impersonationKey: structpb.NewStringValue("spiffe://cluster.local/ns/a/sa/b")},
 	}})
@@ -60,6 +62,7 @@ func FuzzCreateCertificate(f *testing.F) {
 		if proto.Unmarshal(wire, req) != nil {
 			return
 		}
+		issued := time.Now()
 		resp, err := svc.CreateCertificate(context.Background(), req)
 		if err != nil {
 			return
@@ -71,6 +74,16 @@ func FuzzCreateCertificate(f *testing.F) {
 		leaf, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The certificate lives as long as asked (the default for 0): a
+		// duration that overflowed on conversion would not.
+		// Compared in seconds, where nothing overflows.
+		want := int64(ca.DefaultPolicy().DefaultTTL / time.Second)
+		if v := req.GetValidityDuration(); v != 0 {
+			want = v
+		}
+		if lifetime := leaf.NotAfter.Unix() - issued.Unix(); lifetime < want-1 {
+			t.Fatalf("validity_duration %d: certificate expires %ds after issue, want %ds", req.GetValidityDuration(), lifetime, want)
 		}
 		if len(leaf.URIs) != 1 || leaf.URIs[0].String() != id || len(leaf.DNSNames)+len(leaf.IPAddresses)+len(leaf.EmailAddresses) != 0 {
 			t.Fatalf("issued a certificate with URIs %v DNS %v IPs %v emails %v", leaf.URIs, leaf.DNSNames, leaf.IPAddresses, leaf.EmailAddresses)

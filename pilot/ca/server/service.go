@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	securityapi "istio.io/api/security/v1alpha1"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/pilot/ca"
 	"github.com/meshpilot/meshpilot/pilot/ca/authn"
 )
@@ -99,8 +100,8 @@ func (s *CertificateService) CreateCertificate(ctx context.Context, req *securit
 		m.IDExtractionErrors.Inc()
 		return nil, s.refuse(ctx, caller, "identity_mismatch", codes.PermissionDenied, "csr: %v", err)
 	}
-	ttl := time.Duration(req.GetValidityDuration()) * time.Second
-	if req.GetValidityDuration() < 0 || ttl > s.opts.Authority.Policy().MaxTTL {
+	ttl, ok := validity(req.GetValidityDuration(), s.opts.Authority.Policy().MaxTTL)
+	if !ok {
 		m.SignErrors.WithLabelValues(signErrTTL).Inc()
 		return nil, s.refuse(ctx, caller, "ttl", codes.InvalidArgument,
 			"validity_duration %ds: must be between 0 (default %v) and MAX_WORKLOAD_CERT_TTL %v",
@@ -113,13 +114,24 @@ func (s *CertificateService) CreateCertificate(ctx context.Context, req *securit
 		return nil, s.refuse(ctx, caller, "ttl", codes.InvalidArgument, "%v", err)
 	case err != nil:
 		m.SignErrors.WithLabelValues(signErrCertGen).Inc()
-		s.log.Error("certificate signing failed", "identity", identity, "error", err)
+		s.log.Error("certificate signing failed", clientlog.String("identity", identity), clientlog.Error("error", err))
 		return nil, status.Error(codes.Internal, "signing failed")
 	}
 	m.Issued.Inc()
-	s.log.Info("certificate issued", "identity", identity, "auth", caller.Source,
+	s.log.Info("certificate issued", clientlog.String("identity", identity), "auth", caller.Source,
 		"ttl", effectiveTTL(ttl, s.opts.Authority.Policy()), "peer", peerAddr(ctx), "took", time.Since(start))
 	return &securityapi.IstioCertificateResponse{CertChain: chain}, nil
+}
+
+// validity converts a request's validity_duration (seconds) to a TTL when
+// it is between 0 and max. The range is checked in seconds, before the
+// conversion: multiplying first overflows int64 for durations over 292
+// years (18446744074 s wraps to 0.29 s, a certificate expired at issue).
+func validity(seconds int64, max time.Duration) (time.Duration, bool) {
+	if seconds < 0 || seconds > int64(max/time.Second) {
+		return 0, false
+	}
+	return time.Duration(seconds) * time.Second, true
 }
 
 // matchIdentity returns the identity the CSR asks for when it is one of the
@@ -149,9 +161,9 @@ func effectiveTTL(ttl time.Duration, p ca.Policy) time.Duration {
 func (s *CertificateService) refuse(ctx context.Context, caller *authn.Caller, reason string, code codes.Code, format string, args ...any) error {
 	s.opts.Metrics.Rejections.WithLabelValues("ca", reason).Inc()
 	st := status.Newf(code, format, args...)
-	attrs := []any{"reason", reason, "code", code.String(), "peer", peerAddr(ctx), "error", st.Message()}
+	attrs := []any{"reason", reason, "code", code.String(), "peer", peerAddr(ctx), clientlog.Message("error", st.Message())}
 	if caller != nil {
-		attrs = append(attrs, "caller", caller.Identities[0], "auth", caller.Source)
+		attrs = append(attrs, clientlog.String("caller", caller.Identities[0]), "auth", caller.Source)
 	}
 	s.log.Warn("certificate request refused", attrs...)
 	return st.Err()

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/pilot/ca"
 )
 
@@ -118,7 +119,7 @@ func (h *handshakeLogger) ServerHandshake(conn net.Conn) (net.Conn, credentials.
 			level = slog.LevelDebug // TCP probes and port checks connect and close.
 		}
 		h.log.Log(context.Background(), level, "TLS handshake failed on the secure port",
-			"peer", conn.RemoteAddr().String(), "reason", reason, "error", err)
+			"peer", conn.RemoteAddr().String(), "reason", reason, clientlog.Error("error", err))
 	}
 	return c, info, err
 }

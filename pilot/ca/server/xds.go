@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/ca/authn"
 )
@@ -36,7 +37,7 @@ func (x *XDSAuth) StreamInterceptor() grpc.StreamServerInterceptor {
 				reason, code = "token_review_failed", codes.Unavailable
 			}
 			x.Metrics.Rejections.WithLabelValues("xds", reason).Inc()
-			x.Log.Warn("xDS stream refused", "reason", reason, "method", info.FullMethod, "peer", peerAddr(ctx), "error", err)
+			x.Log.Warn("xDS stream refused", "reason", reason, "method", info.FullMethod, "peer", peerAddr(ctx), clientlog.Error("error", err))
 			return status.Errorf(code, "xDS authentication: %v", err)
 		}
 		return handler(srv, &callerStream{ServerStream: ss, ctx: authn.NewContext(ctx, caller)})
@@ -57,7 +58,7 @@ func (x *XDSAuth) Authorize(ctx context.Context, p *model.Proxy) error {
 	x.Metrics.Rejections.WithLabelValues("xds", "identity_mismatch").Inc()
 	err := fmt.Errorf("authenticated as %s, which may not connect as a proxy of namespace %q service account %q",
 		caller.Identities[0], p.ConfigNamespace(), p.Metadata.ServiceAccount)
-	x.Log.Warn("xDS stream refused", "reason", "identity_mismatch", "node", p.ID, "peer", peerAddr(ctx), "error", err)
+	x.Log.Warn("xDS stream refused", "reason", "identity_mismatch", clientlog.String("node", p.ID), "peer", peerAddr(ctx), clientlog.Error("error", err))
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
@@ -65,25 +67,34 @@ func (g Generator) Generate(proxy *model.Proxy, _ *model.PushContext, w *model.W
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("proxy", proxy.ID)
+	log = log.With(clientlog.String("proxy", proxy.ID))
 	names := w.Names()
 	sort.Strings(names)
 	if proxy.Type != model.Router {
-		log.Warn("sds refused: only gateways (router proxies) read credentials", "type", string(proxy.Type), "resources", names)
+		log.Warn("sds refused: only gateways (router proxies) read credentials", "type", string(proxy.Type), clientlog.Strings("resources", names))
 		return nil, nil
 	}
 	var out model.Resources
+	// One line per request, not per name (a client may ask for any
+	// number): the names not served and their first distinct errors.
+	var notServed, errs []string
 	for _, n := range names {
 		s, err := g.build(proxy, n)
 		if err != nil {
-			log.Warn("sds resource not served", "resource", n, "error", err)
+			notServed = append(notServed, n)
+			if msg := err.Error(); len(errs) < clientlog.MaxListed && !slices.Contains(errs, msg) {
+				errs = append(errs, msg)
+			}
 			continue
 		}
 		r, err := cluster.Resource(n, s)
 		if err != nil {
-			return nil, fmt.Errorf("sds for %s: secret %s: %w", proxy.ID, n, err)
+			return nil, fmt.Errorf("sds for %s: secret %s: %w", clientlog.Truncate(proxy.ID, clientlog.MaxValue), clientlog.Truncate(n, clientlog.MaxValue), err)
 		}
 		out = append(out, r)
+	}
+	if len(notServed) > 0 {
+		log.Warn("sds resources not served", clientlog.Strings("resources", notServed), clientlog.Messages("errors", errs))
 	}
 	return out, nil
 }

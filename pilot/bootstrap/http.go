@@ -1,0 +1,39 @@
+package bootstrap
+
+import (
+	"net/http"
+	"net/http/pprof"
+)
+
+// httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
+// and /debug/* too when debug is served there (no --debugAddr and
+// ENABLE_DEBUG_ON_HTTP, as istiod).
+func (s *Server) httpMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.discovery.Ready() {
+			http.Error(w, "initial config not loaded", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	if s.opts.DebugAddr == "" && s.opts.EnableDebugOnHTTP {
+		s.debugMux(mux)
+	}
+	return mux
+}
+
+// debugMux adds the debug endpoints to mux: the ADS server's (syncz,
+// configz, registryz, config_dump; secrets redacted) and Go's profiles,
+// where istiod serves them too (go tool pprof http://HOST:PORT/debug/pprof/profile).
+// They reveal the mesh's configuration, hence --debugAddr (the chart binds
+// it to 127.0.0.1).
+func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
+	s.discovery.RegisterDebug(mux)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
