@@ -34,7 +34,9 @@ type Connection struct {
 	proxy       *model.Proxy
 	delta       bool
 	connectedAt time.Time
-	log         *slog.Logger
+	// version is the pilot_xds gauge label (versionLabels).
+	version string
+	log     *slog.Logger
 
 	// pending is the push waiting for the stream goroutine: requests that
 	// arrive while it is behind merge into it. kick (capacity 1) wakes the
@@ -131,12 +133,14 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		proxy.VerifiedIdentity = s.opts.VerifiedIdentity(ctx)
 	}
 	id := fmt.Sprintf("%s.%s-%d", proxy.PodName, proxy.Namespace, s.connSeq.Add(1))
+	version := s.versions.label(proxy.Metadata.IstioVersion)
 	c := &Connection{
 		s:           s,
 		id:          id,
 		proxy:       proxy,
 		delta:       delta,
 		connectedAt: time.Now(),
+		version:     version,
 		log:         clientlog.Limited(s.log.With(clientlog.String("conn", id))),
 		kick:        make(chan struct{}, 1),
 		stopped:     make(chan struct{}),
@@ -248,13 +252,8 @@ func (c *Connection) generator(typeURL string) model.Generator {
 	return c.s.gens.Generator(c.proxy, typeURL)
 }
 
-// versionLabel is the pilot_xds gauge label: the proxy's ISTIO_VERSION.
-func (c *Connection) versionLabel() string {
-	if v := c.proxy.Metadata.IstioVersion; v != "" {
-		return v
-	}
-	return "unknown"
-}
+// maxNACKKept bounds the NACK message a connection keeps per type.
+const maxNACKKept = 4 << 10
 
 // watchedTypes returns the watched type URLs in push order.
 func (c *Connection) watchedTypes() []string {
@@ -285,7 +284,8 @@ func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
 	c.answeredFlow(nonce)
 	c.answered(ws)
 	c.mu.Lock()
-	ws.nackError, ws.nackAt = msg, time.Now()
+	// Kept for syncz, cut: a client's error_detail may be megabytes.
+	ws.nackError, ws.nackAt = clientlog.Truncate(msg, maxNACKKept), time.Now()
 	c.mu.Unlock()
 	if m := c.s.metrics; m != nil {
 		m.RecordReject(model.ShortType(typeURL))

@@ -88,9 +88,10 @@ type DiscoveryServer struct {
 	// pushMu serialises PushContext builds (MarkReady and debounced pushes).
 	pushMu sync.Mutex
 
-	connSeq atomic.Uint64
-	connMu  sync.RWMutex
-	conns   map[string]*Connection
+	connSeq  atomic.Uint64
+	versions versionLabels
+	connMu   sync.RWMutex
+	conns    map[string]*Connection
 
 	// stopped is closed when Run returns: open streams end.
 	stopped  chan struct{}
@@ -299,7 +300,7 @@ func (s *DiscoveryServer) addConnection(c *Connection) {
 	s.conns[c.id] = c
 	s.connMu.Unlock()
 	if s.metrics != nil {
-		s.metrics.XDSClients.WithLabelValues(c.versionLabel()).Inc()
+		s.metrics.XDSClients.WithLabelValues(c.version).Inc()
 	}
 }
 
@@ -308,7 +309,7 @@ func (s *DiscoveryServer) removeConnection(c *Connection) {
 	delete(s.conns, c.id)
 	s.connMu.Unlock()
 	if s.metrics != nil {
-		s.metrics.XDSClients.WithLabelValues(c.versionLabel()).Dec()
+		s.metrics.XDSClients.WithLabelValues(c.version).Dec()
 	}
 }
 
