@@ -169,6 +169,9 @@ func parseDoc(doc []byte, firstLine int) parsed {
 		}
 		return decodeIstio(j, h, k)
 	}
+	if isIstioGroup(group) {
+		return failed(h, unknownIstioKind(group, h.kind))
+	}
 	if obj, ok := newKubeObject(h.apiVersion, h.kind); ok {
 		return decodeKube(j, h, obj)
 	}

@@ -473,8 +473,8 @@ kind: Deployment
 metadata: {name: ignored}
 spec: {}
 ---
-apiVersion: networking.istio.io/v1
-kind: EnvoyFilter
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
 metadata: {name: ignored-too}
 spec: {}
 `)
