@@ -125,8 +125,16 @@ func contentHash(doc []byte) string {
 }
 
 // parseDoc decodes and checks one YAML document that starts at line
-// firstLine of its file.
+// firstLine of its file. A document of a kind the loader does not read is
+// known by its header and not decoded; one whose aliases expand too far is
+// refused before it is expanded.
 func parseDoc(doc []byte, firstLine int) parsed {
+	if h, ok := topLevelHeader(doc); ok && ignorable(h) {
+		return parsed{hdr: h, ignored: true}
+	}
+	if fe := checkAliases(doc, firstLine); fe != nil {
+		return failed(scanHeader(doc), *fe)
+	}
 	j, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
 		msg := "invalid YAML: " + fileLines(oneLine(err.Error()), firstLine)
