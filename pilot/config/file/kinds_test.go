@@ -1,8 +1,11 @@
 package file
 
 import (
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestUnknownIstioKinds: a kind of an Istio API group the loader does not
@@ -90,5 +93,32 @@ metadata: {name: w}
 	requireNoErrors(t, snap)
 	if snap.Ignored != 3 {
 		t.Errorf("Ignored = %d, want 3", snap.Ignored)
+	}
+}
+
+// TestLongKindIsClipped: strings from a document are clipped in errors and logs.
+func TestLongKindIsClipped(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("Ké", 5000)
+	writeFile(t, dir, "x.yaml", fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: %s\nmetadata: {name: %s}\n", long, long))
+	rec := &recorder{}
+	snap, err := NewLoader(dir, slog.New(rec)).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Errors) != 1 || len(snap.Errors[0].Error()) > 1000 {
+		t.Fatalf("errors = %v, want one short error", snap.Errors)
+	}
+	ws := rec.warnings()
+	if len(ws) != 1 {
+		t.Fatalf("warnings = %v, want 1", ws)
+	}
+	for k, v := range ws[0] {
+		if len(v) > maxLoggedError+len("…") || !utf8.ValidString(v) {
+			t.Errorf("logged %s is %d bytes (valid UTF-8: %v)", k, len(v), utf8.ValidString(v))
+		}
+	}
+	if !strings.HasSuffix(ws[0]["name"], "…") {
+		t.Errorf("logged name %q is not marked as clipped", ws[0]["name"])
 	}
 }

@@ -2,6 +2,8 @@ package file
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -73,7 +75,9 @@ func TestLoaderWarnsUnsupportedFieldOncePerVersion(t *testing.T) {
 	if n := len(unsupportedWarnings(rec)); n != 2 {
 		t.Errorf("after a change: %d warnings, want 2", n)
 	}
-	writeFile(t, dir, "mongo.yaml", "")
+	if err := os.Remove(filepath.Join(dir, "mongo.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	snap, err = l.Load()
 	if err != nil {
 		t.Fatal(err)
