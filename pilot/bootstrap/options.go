@@ -14,6 +14,8 @@ import (
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/pilot/config/file"
 )
 
 // Options configure the discovery server. cmd/pilot-discovery fills them
@@ -21,6 +23,10 @@ import (
 type Options struct {
 	// ConfigDir is a directory of Istio and Kubernetes YAML (no cluster needed).
 	ConfigDir string
+	// ConfigMaxFileSize (--configMaxFileSize) is the size in bytes of the
+	// largest file of ConfigDir read; a larger one is reported and the
+	// objects it defined stay at their last good version.
+	ConfigMaxFileSize int64
 	// Kubeconfig (--kubeconfig) selects Kubernetes mode: informers on the
 	// cluster it names. InCluster uses the pod's service account instead;
 	// KubeRestConfig, when set, is used as is (tests). With ConfigDir too,
@@ -61,6 +67,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MeshConfigFile:    "./etc/istio/config/mesh",
+		ConfigMaxFileSize: file.DefaultMaxFileSize,
 		GRPCAddr:          ":15010",
 		HTTPAddr:          ":8080",
 		MonitoringAddr:    ":15014",
@@ -83,6 +90,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("no config source: give --configDir, --kubeconfig, or run in a Kubernetes pod")
 	}
 	if o.ConfigDir != "" {
+		if o.ConfigMaxFileSize <= 0 {
+			return fmt.Errorf("--configMaxFileSize: %d must be > 0", o.ConfigMaxFileSize)
+		}
 		if st, err := os.Stat(o.ConfigDir); err != nil {
 			return fmt.Errorf("--configDir: %w", err)
 		} else if !st.IsDir() {
