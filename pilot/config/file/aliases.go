@@ -18,12 +18,18 @@ import (
 // Size here is the number of nodes plus the bytes of their scalar values,
 // with every alias replaced by the node it names.
 
-// minAliasLimit is the expanded size any document may reach through aliases.
-const minAliasLimit = 1 << 20
+// A document may expand to aliasFactor times its size, and to minAliasLimit
+// however small it is. Expanded size costs the decoder about 25 bytes of
+// allocation per unit, so this keeps an aliased document within the cost of
+// dense YAML without aliases (about 130 bytes per byte), and a file of many
+// small documents cannot multiply its cost by the floor.
+const (
+	aliasFactor   = 8
+	minAliasLimit = 4 << 10
+)
 
-// aliasLimit is the largest expanded size of a document of n bytes: twice
-// its own size, and at least minAliasLimit.
-func aliasLimit(n int) uint64 { return max(2*uint64(n), minAliasLimit) }
+// aliasLimit is the largest expanded size of a document of n bytes.
+func aliasLimit(n int) uint64 { return max(aliasFactor*uint64(n), minAliasLimit) }
 
 // errAliasExpansion marks documents whose aliases expand past aliasLimit.
 var errAliasExpansion = errors.New("YAML aliases expand the document too far")
@@ -55,8 +61,8 @@ func checkAliases(doc []byte, firstLine int) *fieldError {
 }
 
 func expansionError(docSize int, limit uint64) *fieldError {
-	return &fieldError{err: fmt.Errorf("%w: its %d bytes expand to more than %d (the limit is twice a document's size, at least %d)",
-		errAliasExpansion, docSize, limit, minAliasLimit)}
+	return &fieldError{err: fmt.Errorf("%w: its %d bytes expand to more than %d (the limit is %d times a document's size, at least %d)",
+		errAliasExpansion, docSize, limit, aliasFactor, minAliasLimit)}
 }
 
 // mayHaveAliases reports whether doc could contain an alias: an anchor

@@ -162,6 +162,21 @@ func TestCheckAliases(t *testing.T) {
 	if fe := checkAliases([]byte(big), 1); fe == nil || !errors.Is(fe.err, errAliasExpansion) {
 		t.Errorf("large scalar: checkAliases = %v, want an expansion error", fe)
 	}
+	// A layout the scan does not place (a compact sequence under the
+	// anchor's key): the exact measure refuses it.
+	compact := "a0: &a0\n- [" + strings.TrimSuffix(strings.Repeat("lol,", 100), ",") + "]\nb: [" + strings.TrimSuffix(strings.Repeat("*a0,", 50), ",") + "]\n"
+	if lb := aliasLowerBound([]byte(compact), aliasLimit(len(compact))); lb > aliasLimit(len(compact)) {
+		t.Fatalf("the scan placed the compact sequence (bound %d): pick another layout", lb)
+	}
+	if fe := checkAliases([]byte(compact), 1); fe == nil || !errors.Is(fe.err, errAliasExpansion) {
+		t.Errorf("compact sequence: checkAliases = %v, want an expansion error", fe)
+	}
+	// Aliases the exact measure cannot parse: refused as invalid YAML,
+	// with lines of the file.
+	broken := "a: &a [1\nb: *a\n"
+	if fe := checkAliases([]byte(broken), 10); fe == nil || fe.err.Error() != "invalid YAML: yaml: line 10: did not find expected ',' or ']'" {
+		t.Errorf("broken: checkAliases = %v, want invalid YAML at line 10 of the file", fe)
+	}
 	ok := "a: &a {x: 1}\nb: [*a, *a, *a]\n"
 	if fe := checkAliases([]byte(ok), 1); fe != nil {
 		t.Errorf("ordinary aliases: %v", fe.err)

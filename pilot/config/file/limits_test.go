@@ -109,7 +109,7 @@ func TestBillionLaughs(t *testing.T) {
 			if len(s.Errors) != 1 || !errors.Is(s.Errors[0], errAliasExpansion) {
 				t.Fatalf("errors = %v, want the alias expansion refused", errorTexts(s))
 			}
-			want := fmt.Sprintf("vs.yaml#0 VirtualService default/laughs: YAML aliases expand the document too far: its %d bytes expand to more than %d (the limit is twice a document's size, at least 1048576)",
+			want := fmt.Sprintf("vs.yaml#0 VirtualService default/laughs: YAML aliases expand the document too far: its %d bytes expand to more than %d (the limit is 8 times a document's size, at least 4096)",
 				len(bomb), aliasLimit(len(bomb)))
 			if got := s.Errors[0].Error(); got != want {
 				t.Errorf("error\n got: %s\nwant: %s", got, want)

@@ -15,8 +15,8 @@
 // recognised by their top-level apiVersion and kind lines and not decoded
 // further. A kind of an Istio API group (*.istio.io) the loader does not
 // know is an error. Files are read up to Options.MaxFileSize, and a
-// document whose YAML aliases would expand it past twice its size (at least
-// 1 MiB) is refused before it is expanded.
+// document whose YAML aliases would expand it past 8 times its size (at
+// least 4 KiB) is refused before it is expanded.
 package file
 
 import (
