@@ -73,47 +73,92 @@ func scanHeader(doc []byte) header {
 }
 
 // topLevelHeader reads apiVersion and kind from a document's top-level lines
-// and reports whether it is sure of them: every top-level line is a plain
-// "key:" or "key: value", apiVersion and kind each appear once, with a plain
-// or simply quoted value. Anything else (flow or JSON style, quoted or
-// complex keys, anchors, tags, a value on the next line) leaves the
-// document to the decoder.
+// and reports whether it is sure of them: the scan of the document's
+// structure reaches its end and finds every top-level line to be a plain
+// "key:" or "key: value", apiVersion and kind each once, with a one-line
+// value that reads as a string and looks like an apiVersion or a kind.
+// Anything else (flow or JSON style, quoted or complex keys, anchors, tags,
+// a value on the next line, a line it cannot place) leaves the document to
+// the decoder.
 func topLevelHeader(doc []byte) (header, bool) {
 	var h header
 	var seenAPI, seenKind bool
-	for p := 0; p < len(doc); {
-		var line []byte
-		line, p = nextLine(doc, p)
-		if len(line) == 0 || line[0] == ' ' {
-			continue // indented lines belong to a top-level key
-		}
-		if line[0] == '#' || len(bytes.TrimSpace(line)) == 0 {
-			continue
+	sure := true
+	s := newYAMLScanner(doc, ^uint64(0))
+	s.topLevel = func(line []byte) {
+		if !sure {
+			return
 		}
 		key, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || !isPlainKey(key) || len(value) > 0 && value[0] != ' ' && value[0] != '\t' {
-			return header{}, false
+		if !ok || !isPlainKey(key) || len(value) > 0 && value[0] != ' ' && value[0] != '\t' && value[0] != '\r' {
+			sure = false
+			return
 		}
 		var dst *string
 		var seen *bool
+		var valid func([]byte) bool
 		switch string(key) {
 		case "apiVersion":
-			dst, seen = &h.apiVersion, &seenAPI
+			dst, seen, valid = &h.apiVersion, &seenAPI, isAPIVersion
 		case "kind":
-			dst, seen = &h.kind, &seenKind
+			dst, seen, valid = &h.kind, &seenKind, isKind
 		default:
-			continue
+			return
 		}
 		v, ok := simpleValue(value)
-		if !ok || *seen {
-			return header{}, false
+		if !ok || *seen || !valid(v) {
+			sure = false
+			return
 		}
-		*dst, *seen = clip(string(v), maxHeaderValue), true
+		*dst, *seen = string(v), true
 	}
-	if !seenAPI || !seenKind {
+	s.run()
+	if !sure || s.incomplete || !seenAPI || !seenKind {
 		return header{}, false
 	}
 	return h, true
+}
+
+// isAPIVersion reports whether v looks like an apiVersion (v1,
+// networking.istio.io/v1) and reads as a string in YAML.
+func isAPIVersion(v []byte) bool {
+	group, version, grouped := bytes.Cut(v, []byte("/"))
+	if !grouped {
+		group, version = nil, v
+	}
+	if grouped && !isName(group, ".-") || !isName(version, "") || yaml11Word(v) {
+		return false
+	}
+	return true
+}
+
+// isKind reports whether v looks like a kind (Deployment) and reads as a
+// string in YAML.
+func isKind(v []byte) bool { return isName(v, "") && !yaml11Word(v) }
+
+// isName reports whether v is a letter followed by letters, digits or the
+// extra characters.
+func isName(v []byte, extra string) bool {
+	if len(v) == 0 || !(v[0] >= 'a' && v[0] <= 'z' || v[0] >= 'A' && v[0] <= 'Z') {
+		return false
+	}
+	for _, c := range v {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(extra, c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// yaml11Word reports whether the plain scalar v is one YAML 1.1 reads as a
+// boolean or null rather than a string (the decoder follows YAML 1.1).
+func yaml11Word(v []byte) bool {
+	switch string(v) {
+	case "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
+		"on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL":
+		return true
+	}
+	return false
 }
 
 // isPlainKey reports whether key is a top-level key as Kubernetes objects

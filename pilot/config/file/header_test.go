@@ -20,7 +20,17 @@ func TestTopLevelHeader(t *testing.T) {
 		{"apiVersion: apps/v1\nkind: !!str Deployment\n", header{}, false},
 		{"apiVersion: apps/v1\nkind:\n  Deployment\n", header{}, false},
 		{"apiVersion: apps/v1\nkind: \"Deploy\\u006dent\"\n", header{}, false},
-		{"apiVersion: apps/v1\nkind: Deployment\nx: \"a\nkind: Service\"\n", header{}, false},
+		// Lines at column 0 inside a quoted scalar or a flow collection
+		// are not keys.
+		{"apiVersion: apps/v1\nkind: Deployment\nx: \"a\nkind: Service\"\n", header{apiVersion: "apps/v1", kind: "Deployment"}, true},
+		{"apiVersion: apps/v1\nkind: Deployment\nx:\n  y: 'a\nkind: Service'\n", header{apiVersion: "apps/v1", kind: "Deployment"}, true},
+		{"apiVersion: apps/v1\nmetadata: {a: x,\nkind: Service\n  }\n", header{}, false},
+		{"apiVersion: apps/v1\nmetadata:\n  a: [x,\nkind: Service]\n", header{}, false},
+		{"apiVersion: apps/v1\nkind: Deployment\nx: |\n  kind: Service\n", header{apiVersion: "apps/v1", kind: "Deployment"}, true},
+		{"apiVersion: apps/v1\nkind: Deployment\nx:\n  |\n   text\nkind: Other\n", header{}, false},
+		{"apiVersion: apps/v1\nkind: yes\n", header{}, false},
+		{"apiVersion: 1.0\nkind: Deployment\n", header{}, false},
+		{"apiVersion: apps/v1\nkind: Deploy-ment\n", header{}, false},
 		{"apiVersion: apps/v1\nkind: Deployment\n? complex\n: key\n", header{}, false},
 		{"apiVersion: apps/v1\nkind: Deployment\n\tspec: {}\n", header{}, false},
 		{"apiVersion: apps/v1\nkind: Deployment\n<<: *base\n", header{}, false},

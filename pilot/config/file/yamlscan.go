@@ -17,16 +17,18 @@ import (
 // which can only lower the bound. Its memory is one map entry per anchor
 // name and one stack entry per open anchored collection.
 func aliasLowerBound(doc []byte, limit uint64) uint64 {
-	if hasOtherLineBreaks(doc) {
-		return 0 // the scan follows lines ended by "\n" only
-	}
-	s := aliasScanner{doc: doc, limit: limit, seed: maphash.MakeSeed(), sizes: map[uint64]uint64{},
-		openNames: map[uint64]int{}, ownerCol: -1, parentCol: -1}
+	s := newYAMLScanner(doc, limit)
 	s.run()
 	return s.total
 }
 
-type aliasScanner struct {
+// yamlScanner follows the structure of a YAML document in one pass without
+// building nodes: quoted scalars (over several lines), flow collections,
+// comments, block scalars and continuation lines of plain scalars, keys and
+// sequence entries, anchors and aliases. It measures the lower bound of
+// aliasLowerBound, and shows topLevelHeader the lines that start top-level
+// keys. Where it cannot follow the document it stops, marked incomplete.
+type yamlScanner struct {
 	doc   []byte
 	limit uint64
 	seed  maphash.Seed
@@ -53,6 +55,18 @@ type aliasScanner struct {
 	// content and continuation lines of plain scalars.
 	skipping bool
 	skipCol  int
+
+	// topLevel, when set, sees every line that starts at column 0 outside
+	// any scalar or flow collection.
+	topLevel func(line []byte)
+	// incomplete: the scan stopped before the end of the document, or
+	// skipped lines it could not place (all the rest of it).
+	incomplete bool
+}
+
+func newYAMLScanner(doc []byte, limit uint64) *yamlScanner {
+	return &yamlScanner{doc: doc, limit: limit, seed: maphash.MakeSeed(), sizes: map[uint64]uint64{},
+		openNames: map[uint64]int{}, ownerCol: -1, parentCol: -1}
 }
 
 // openAnchor is an anchored collection whose end is not reached yet.
@@ -75,7 +89,11 @@ type pendingAnchor struct {
 	eol bool
 }
 
-func (s *aliasScanner) run() {
+func (s *yamlScanner) run() {
+	if hasOtherLineBreaks(s.doc) {
+		s.incomplete = true // the scan follows lines ended by "\n" only
+		return
+	}
 	if !s.startLine(0) {
 		return
 	}
@@ -93,6 +111,7 @@ func (s *aliasScanner) run() {
 			s.pos = s.eol(s.pos)
 		default:
 			if !s.token() {
+				s.incomplete = true
 				return
 			}
 		}
@@ -100,19 +119,19 @@ func (s *aliasScanner) run() {
 }
 
 // eol returns the offset of the line break ending the line of p, or len(doc).
-func (s *aliasScanner) eol(p int) int {
+func (s *yamlScanner) eol(p int) int {
 	if i := bytes.IndexByte(s.doc[p:], '\n'); i >= 0 {
 		return p + i
 	}
 	return len(s.doc)
 }
 
-func (s *aliasScanner) col() int { return s.pos - s.lineStart }
+func (s *yamlScanner) col() int { return s.pos - s.lineStart }
 
 // startLine moves to the first line from p that is not blank, a comment or
 // skipped, and does the block bookkeeping a new line calls for. It returns
 // false at the end of the document.
-func (s *aliasScanner) startLine(p int) bool {
+func (s *yamlScanner) startLine(p int) bool {
 	for p < len(s.doc) {
 		end := s.eol(p)
 		line := s.doc[p:end]
@@ -134,6 +153,9 @@ func (s *aliasScanner) startLine(p int) bool {
 			s.blockLine(indent)
 			s.lineStart, s.pos = p, p+indent
 			s.expect, s.ownerCol = true, -1
+			if indent == 0 && s.topLevel != nil {
+				s.topLevel(line)
+			}
 			return true
 		}
 		p = end + 1
@@ -144,7 +166,7 @@ func (s *aliasScanner) startLine(p int) bool {
 
 // blockLine ends the block collections a line indented at indent leaves,
 // and starts the one a pending anchor at the end of the previous line marks.
-func (s *aliasScanner) blockLine(indent int) {
+func (s *yamlScanner) blockLine(indent int) {
 	for len(s.open) > 0 {
 		top := s.open[len(s.open)-1]
 		if top.depth != 0 || top.col < indent {
@@ -163,7 +185,7 @@ func (s *aliasScanner) blockLine(indent int) {
 
 // endLine notes, at a line break in block context, what the next line may
 // continue.
-func (s *aliasScanner) endLine() {
+func (s *yamlScanner) endLine() {
 	if s.flow > 0 {
 		return
 	}
@@ -181,7 +203,7 @@ func (s *aliasScanner) endLine() {
 
 // token reads the token at pos. It returns false when the scan must stop:
 // the document is not YAML the decoder would accept, so nothing more is sure.
-func (s *aliasScanner) token() bool {
+func (s *yamlScanner) token() bool {
 	c := s.doc[s.pos]
 	next := byte(0)
 	if s.pos+1 < len(s.doc) {
@@ -247,7 +269,7 @@ func (s *aliasScanner) token() bool {
 		}
 	case (c == '|' || c == '>') && s.flow == 0 && s.expect:
 		s.node(1)
-		s.skipping, s.skipCol = true, s.ownerCol
+		s.skip(s.ownerCol)
 		s.pos = s.eol(s.pos)
 		s.expect = false
 	case c == '"' || c == '\'':
@@ -260,7 +282,7 @@ func (s *aliasScanner) token() bool {
 
 // name reads an anchor or alias name from p and checks what follows it as
 // the decoder does.
-func (s *aliasScanner) name(p int) (uint64, int, bool) {
+func (s *yamlScanner) name(p int) (uint64, int, bool) {
 	end := p
 	for end < len(s.doc) && isAnchorChar(s.doc[end]) {
 		end++
@@ -280,7 +302,7 @@ func (s *aliasScanner) name(p int) (uint64, int, bool) {
 }
 
 // quoted reads a single- or double-quoted scalar.
-func (s *aliasScanner) quoted() bool {
+func (s *yamlScanner) quoted() bool {
 	q, start, col := s.doc[s.pos], s.pos, s.col()
 	multiLine, escapes, quotes := false, false, 0
 	i := start + 1
@@ -322,7 +344,7 @@ func (s *aliasScanner) quoted() bool {
 }
 
 // plain reads a plain scalar to where the decoder would end it on this line.
-func (s *aliasScanner) plain() {
+func (s *yamlScanner) plain() {
 	start, col := s.pos, s.col()
 	i := start
 	for ; i < len(s.doc); i++ {
@@ -353,7 +375,7 @@ func (s *aliasScanner) plain() {
 // scalar finishes a scalar that started at column col, n bytes long at
 // least: it may be a key, or anchored; a plain scalar that ran to the end of
 // its line may go on over more indented lines, which are skipped.
-func (s *aliasScanner) scalar(n, col int, plainToEOL bool) {
+func (s *yamlScanner) scalar(n, col int, plainToEOL bool) {
 	s.node(1 + uint64(n))
 	j := s.pos
 	for j < len(s.doc) && isBlank(s.doc[j]) {
@@ -370,16 +392,26 @@ func (s *aliasScanner) scalar(n, col int, plainToEOL bool) {
 	}
 	s.expect = false
 	if plainToEOL && s.flow == 0 {
-		s.skipping, s.skipCol = true, s.ownerCol
-		if s.ownerCol < 0 {
-			s.skipCol = s.parentCol
+		if s.ownerCol >= 0 {
+			s.skip(s.ownerCol)
+		} else {
+			s.skip(s.parentCol)
 		}
+	}
+}
+
+// skip skips the lines indented more than col; col -1 (the owner is not
+// known) skips the rest of the document.
+func (s *yamlScanner) skip(col int) {
+	s.skipping, s.skipCol = true, col
+	if col < 0 {
+		s.incomplete = true
 	}
 }
 
 // alias counts an alias to the anchor name, when the anchored node is known
 // and does not contain the alias.
-func (s *aliasScanner) alias(name uint64) {
+func (s *yamlScanner) alias(name uint64) {
 	if s.openNames[name] > 0 {
 		return
 	}
@@ -390,7 +422,7 @@ func (s *aliasScanner) alias(name uint64) {
 
 // node counts a scalar or empty node of the given count, which the pending
 // anchor, if any, marks.
-func (s *aliasScanner) node(count uint64) {
+func (s *yamlScanner) node(count uint64) {
 	s.total = addCapped(s.total, count)
 	if s.pending.ok {
 		s.sizes[s.pending.name] = count
@@ -399,7 +431,7 @@ func (s *aliasScanner) node(count uint64) {
 }
 
 // openAnchor starts the pending anchor's collection.
-func (s *aliasScanner) openAnchor(depth, col int) {
+func (s *yamlScanner) openAnchor(depth, col int) {
 	s.open = append(s.open, openAnchor{name: s.pending.name, depth: depth, col: col, total0: s.total})
 	s.openNames[s.pending.name]++
 	s.pending = pendingAnchor{}
@@ -408,7 +440,7 @@ func (s *aliasScanner) openAnchor(depth, col int) {
 
 // closeTop ends the innermost open collection: its count is what was
 // counted since it started, itself included.
-func (s *aliasScanner) closeTop() {
+func (s *yamlScanner) closeTop() {
 	a := s.open[len(s.open)-1]
 	s.open = s.open[:len(s.open)-1]
 	s.openNames[a.name]--
