@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/meshpilot/meshpilot/internal/logging"
 	"github.com/meshpilot/meshpilot/internal/version"
@@ -71,6 +72,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.ConfigDir, "configDir", "", "Directory of Istio and Kubernetes YAML to serve (no cluster needed)")
+	f.Var(byteSize{&opts.ConfigMaxFileSize}, "configMaxFileSize", "Largest file of --configDir read (bytes, or a quantity such as 512Ki or 10Mi); a larger one is reported and its objects keep their last good version")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "Use a Kubernetes configuration file instead of in-cluster configuration")
 	f.StringVar(&opts.MeshConfigFile, "meshConfig", opts.MeshConfigFile, "File name for Istio mesh configuration")
 	f.StringVar(&opts.GRPCAddr, "grpcAddr", opts.GRPCAddr, "Discovery service gRPC address")
@@ -86,6 +88,32 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	f.StringVar(&logLevel, "log_output_level", "default:info", "Log level: LEVEL or default:LEVEL[,scope:LEVEL] (debug, info, warn, error, none)")
 	return cmd
 }
+
+// byteSize is a flag value of a size in bytes, given as a number or a
+// Kubernetes quantity ("10Mi").
+type byteSize struct{ bytes *int64 }
+
+func (b byteSize) String() string {
+	if b.bytes == nil {
+		return ""
+	}
+	return resource.NewQuantity(*b.bytes, resource.BinarySI).String()
+}
+
+func (b byteSize) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a size: %w", s, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n <= 0 {
+		return fmt.Errorf("%q is not a positive whole number of bytes", s)
+	}
+	*b.bytes = n
+	return nil
+}
+
+func (b byteSize) Type() string { return "size" }
 
 // applyEnv reads the push pipeline's PILOT_* variables and the CA's
 // variables (Istio's names and defaults).

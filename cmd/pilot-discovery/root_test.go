@@ -27,6 +27,7 @@ func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
 		"grpcAddr": ":15010", "httpAddr": ":8080", "monitoringAddr": ":15014",
 		"domain": "cluster.local", "clusterID": "Kubernetes", "namespace": "istio-system",
 		"meshConfig": "./etc/istio/config/mesh", "configDir": "", "kubeconfig": "", "debugAddr": "",
+		"configMaxFileSize": "10Mi",
 	}
 	for name, def := range want {
 		f := cmd.Flags().Lookup(name)
@@ -40,6 +41,25 @@ func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
 	}
 	if cmd.Flags().ShorthandLookup("n") == nil {
 		t.Error("-n shorthand for --namespace missing")
+	}
+}
+
+func TestConfigMaxFileSizeFlag(t *testing.T) {
+	for in, want := range map[string]int64{"512Ki": 512 << 10, "10Mi": 10 << 20, "4096": 4096, "1M": 1_000_000} {
+		var n int64
+		if err := (byteSize{&n}).Set(in); err != nil || n != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, n, err, want)
+		}
+	}
+	for _, in := range []string{"0", "-1Ki", "big", "1.5"} {
+		var n int64
+		if err := (byteSize{&n}).Set(in); err == nil || !strings.Contains(err.Error(), in) {
+			t.Errorf("Set(%q) = %d, %v; want an error naming the value", in, n, err)
+		}
+	}
+	cmd := newDiscoveryCommand(&bytes.Buffer{}, func(string) string { return "" })
+	if err := cmd.Flags().Parse([]string{"--configMaxFileSize", "nope"}); err == nil || !strings.Contains(err.Error(), "configMaxFileSize") {
+		t.Errorf("parse error = %v, want one naming the flag", err)
 	}
 }
 

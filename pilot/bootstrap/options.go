@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/xds"
 )
 
@@ -23,6 +24,10 @@ import (
 type Options struct {
 	// ConfigDir is a directory of Istio and Kubernetes YAML (no cluster needed).
 	ConfigDir string
+	// ConfigMaxFileSize (--configMaxFileSize) is the size in bytes of the
+	// largest file of ConfigDir read; a larger one is reported and the
+	// objects it defined stay at their last good version.
+	ConfigMaxFileSize int64
 	// Kubeconfig (--kubeconfig) selects Kubernetes mode: informers on the
 	// cluster it names. InCluster uses the pod's service account instead;
 	// KubeRestConfig, when set, is used as is (tests). With ConfigDir too,
@@ -75,6 +80,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MeshConfigFile:    "./etc/istio/config/mesh",
+		ConfigMaxFileSize: file.DefaultMaxFileSize,
 		GRPCAddr:          ":15010",
 		HTTPAddr:          ":8080",
 		MonitoringAddr:    ":15014",
@@ -99,6 +105,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("no config source: give --configDir, --kubeconfig, or run in a Kubernetes pod")
 	}
 	if o.ConfigDir != "" {
+		if o.ConfigMaxFileSize <= 0 {
+			return fmt.Errorf("--configMaxFileSize: %d must be > 0", o.ConfigMaxFileSize)
+		}
 		if st, err := os.Stat(o.ConfigDir); err != nil {
 			return fmt.Errorf("--configDir: %w", err)
 		} else if !st.IsDir() {

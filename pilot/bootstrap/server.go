@@ -116,7 +116,7 @@ func NewServer(opts Options) (*Server, error) {
 		kube: sources.kube, fileSecrets: sources.fileSecrets,
 	}
 	if opts.ConfigDir != "" {
-		s.loader = file.NewLoader(opts.ConfigDir, log.With("source", "file"))
+		s.loader = file.NewLoaderWithOptions(opts.ConfigDir, log.With("source", "file"), file.Options{MaxFileSize: opts.ConfigMaxFileSize})
 	}
 	if s.kube != nil {
 		s.kube.bind(s)

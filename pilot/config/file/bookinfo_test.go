@@ -36,7 +36,7 @@ func kindCounts(s *Snapshot) map[string]int {
 
 func mustLoad(t *testing.T, dir string) *Snapshot {
 	t.Helper()
-	snap, err := NewLoader(dir, testLogger(t)).Load()
+	snap, err := newTestLoader(dir, testLogger(t)).Load()
 	if err != nil {
 		t.Fatalf("Load(%s): %v", dir, err)
 	}

@@ -155,8 +155,16 @@ func contentHash(doc []byte) string {
 }
 
 // parseDoc decodes and checks one YAML document that starts at line
-// firstLine of its file.
+// firstLine of its file. A document of a kind the loader does not read is
+// known by its header and not decoded; one whose aliases expand too far is
+// refused before it is expanded.
 func parseDoc(doc []byte, firstLine int, v *validation.Validator) parsed {
+	if h, ok := topLevelHeader(doc); ok && ignorable(h) {
+		return parsed{hdr: h, ignored: true}
+	}
+	if fe := checkAliases(doc, firstLine); fe != nil {
+		return failed(scanHeader(doc), *fe)
+	}
 	j, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
 		msg := "invalid YAML: " + fileLines(oneLine(err.Error()), firstLine)
@@ -198,6 +206,9 @@ func parseDoc(doc []byte, firstLine int, v *validation.Validator) parsed {
 				h.apiVersion, h.kind, strings.Join(k.versions, ", ")))
 		}
 		return decodeIstio(j, h, k, v, validation.GVK{Group: group, Version: version, Kind: h.kind})
+	}
+	if isIstioGroup(group) {
+		return failed(h, unknownIstioKind(group, h.kind))
 	}
 	if obj, ok := newKubeObject(h.apiVersion, h.kind); ok {
 		return decodeKube(j, h, obj)

@@ -3,6 +3,7 @@ package file
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // DocError reports what is wrong with one YAML document of a config
@@ -63,4 +64,17 @@ type fieldError struct {
 
 func fieldErr(field, format string, args ...any) fieldError {
 	return fieldError{field: field, err: fmt.Errorf(format, args...)}
+}
+
+// clip shortens s, a string from a document, to at most n bytes (cut at a
+// character boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

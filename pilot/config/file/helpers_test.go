@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 )
 
 func writeFile(t *testing.T, dir, rel, content string) {
@@ -99,3 +101,12 @@ spec:
     labels:
       version: v1
 `
+
+// testValidator is one Validator for the package's tests: each kind's CRD
+// is compiled once, not once per Loader.
+var testValidator = sync.OnceValue(func() *validation.Validator { return validation.New(validation.Options{}) })
+
+// newTestLoader is NewLoader with the tests' shared Validator.
+func newTestLoader(dir string, log *slog.Logger) *Loader {
+	return NewLoaderWithOptions(dir, log, Options{Validator: testValidator()})
+}

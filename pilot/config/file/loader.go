@@ -1,10 +1,25 @@
 // Package file reads Istio configuration and Kubernetes service objects from
 // a directory of YAML manifests, keeping the last good version of every
 // object when a document turns bad, and watches the directory for changes.
+//
+// An object leaves only when its file is deleted or reads cleanly without
+// it: a file that is empty, too large, unreadable, or has any document in
+// error keeps the objects it defined at the last good read. When two
+// documents define the same object (kind, namespace and name), the one in
+// the file that served it at the previous read keeps it; at the first read,
+// or when that file no longer defines it, the document whose file path
+// sorts first (then the earlier document of the file) wins. The other is
+// reported as a duplicate.
+//
+// Documents of kinds the loader does not read (Deployment, ...) are
+// recognised by their top-level apiVersion and kind lines and not decoded
+// further. A kind of an Istio API group (*.istio.io) the loader does not
+// know is an error. Files are read up to Options.MaxFileSize, and a
+// document whose YAML aliases would expand it past 8 times its size (at
+// least 4 KiB) is refused before it is expanded.
 package file
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"io/fs"
@@ -16,7 +31,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/support"
@@ -40,19 +54,36 @@ type Snapshot struct {
 	// Ignored counts documents of kinds this source does not consume
 	// (Deployment, ServiceAccount, ...).
 	Ignored int
+	// Decoded counts the documents decoded in this read; the others were
+	// unchanged since the previous read, whose outcome is reused.
+	Decoded int
 	// UnsupportedFields counts the fields set in Configs that meshpilot
 	// does not (or only partly) carry out (support.Check), for the gauge
 	// meshpilot_config_unsupported_fields.
 	UnsupportedFields int
 }
 
+// DefaultMaxFileSize is the largest file a Loader reads unless its Options
+// say otherwise.
+const DefaultMaxFileSize = 10 << 20
+
+// Options tune a Loader; the zero value means the defaults.
+type Options struct {
+	// MaxFileSize is the size in bytes of the largest file read (0 means
+	// DefaultMaxFileSize). A larger file is an error, and the objects it
+	// defined at the last good read stay.
+	MaxFileSize int64
+	// Validator checks Istio objects as a cluster would; nil makes one.
+	// Loaders may share one (it compiles each kind's CRD once).
+	Validator *validation.Validator
+}
+
 // Loader reads a directory and remembers the last good objects between reads.
 // Objects it returns are shared between snapshots and must not be modified.
 type Loader struct {
-	dir string
-	log *slog.Logger
-	// validator checks Istio objects as a cluster would.
-	validator *validation.Validator
+	dir  string
+	log  *slog.Logger
+	opts Options
 
 	mu   sync.Mutex
 	last *index
@@ -62,12 +93,24 @@ type Loader struct {
 	unsupported *support.Reporter
 }
 
-// NewLoader returns a Loader of dir. A nil log discards logs.
+// NewLoader returns a Loader of dir with the default Options. A nil log
+// discards logs.
 func NewLoader(dir string, log *slog.Logger) *Loader {
+	return NewLoaderWithOptions(dir, log, Options{})
+}
+
+// NewLoaderWithOptions returns a Loader of dir. A nil log discards logs.
+func NewLoaderWithOptions(dir string, log *slog.Logger, opts Options) *Loader {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Loader{dir: dir, log: log, validator: validation.New(validation.Options{}), last: newIndex(), unsupported: support.NewReporter(log, nil)}
+	if opts.MaxFileSize <= 0 {
+		opts.MaxFileSize = DefaultMaxFileSize
+	}
+	if opts.Validator == nil {
+		opts.Validator = validation.New(validation.Options{})
+	}
+	return &Loader{dir: dir, log: log, opts: opts, last: newIndex(), unsupported: support.NewReporter(log, nil)}
 }
 
 // Dir returns the directory the loader reads.
@@ -83,23 +126,34 @@ type objKey struct {
 	kind, namespace, name string
 }
 
+// outcomeKey identifies a document's content and where its file puts it
+// (its errors name lines of the file).
+type outcomeKey struct {
+	hash string
+	line int
+}
+
 // index holds the objects of one read, findable the ways a later read needs.
 type index struct {
 	byKey  map[objKey]*object
-	byDoc  map[docRef]*object
 	byFile map[string][]*object
+	// byHash holds every object decoded or kept in the read, winner of its
+	// key or not, by the hash of its document.
 	byHash map[string]*object
-	// source of each object in this read.
+	// source of each object served by this read.
 	source map[*object]docRef
+	// outcomes holds the documents that gave no object (empty, ignored or
+	// in error), so an unchanged one is not decoded again.
+	outcomes map[outcomeKey]parsed
 }
 
 func newIndex() *index {
 	return &index{
-		byKey:  map[objKey]*object{},
-		byDoc:  map[docRef]*object{},
-		byFile: map[string][]*object{},
-		byHash: map[string]*object{},
-		source: map[*object]docRef{},
+		byKey:    map[objKey]*object{},
+		byFile:   map[string][]*object{},
+		byHash:   map[string]*object{},
+		source:   map[*object]docRef{},
+		outcomes: map[outcomeKey]parsed{},
 	}
 }
 
@@ -116,24 +170,33 @@ func (l *Loader) Load() (*Snapshot, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &read{prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}, validator: l.validator}
+	r := &read{maxFileSize: l.opts.MaxFileSize, validator: l.opts.Validator, prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}}
 	for _, e := range fileErrs {
 		r.retainUnder(e.File)
 	}
 	for _, f := range files {
 		r.file(l.dir, f)
 	}
+	r.resolve()
 	l.last = r.cur
 	snap := r.finish()
 	l.logErrors(snap.Errors)
 	snap.UnsupportedFields = l.reportUnsupported(snap.Configs)
 	l.log.Debug("config directory loaded", "dir", l.dir, "files", snap.Files, "configs", len(snap.Configs),
-		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "secrets", len(snap.Secrets), "ignored", snap.Ignored, "errors", len(snap.Errors))
+		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "secrets", len(snap.Secrets),
+		"ignored", snap.Ignored, "decoded", snap.Decoded, "errors", len(snap.Errors))
 	return snap, nil
 }
 
+// Bounds of the document-supplied strings in logs.
+const (
+	maxLoggedValue = 256
+	maxLoggedError = 1024
+)
+
 // logErrors logs each error once, as one warning, when it first appears,
 // and notes at info level the errors of the previous read that are gone.
+// Strings from documents are clipped.
 func (l *Loader) logErrors(errs []*DocError) {
 	seen := make(map[string]bool, len(errs))
 	for _, e := range errs {
@@ -145,8 +208,13 @@ func (l *Loader) logErrors(errs []*DocError) {
 		if l.logged[text] {
 			continue
 		}
-		l.log.Warn("invalid config document", "file", e.File, "index", e.Index, "kind", e.Kind,
-			"namespace", e.Namespace, "name", e.Name, "field", e.Field, "error", e.Err)
+		errText := ""
+		if e.Err != nil {
+			errText = e.Err.Error()
+		}
+		l.log.Warn("invalid config document", "file", clip(e.File, maxLoggedValue), "index", e.Index,
+			"kind", clip(e.Kind, maxLoggedValue), "namespace", clip(e.Namespace, maxLoggedValue),
+			"name", clip(e.Name, maxLoggedValue), "field", clip(e.Field, maxLoggedValue), "error", clip(errText, maxLoggedError))
 	}
 	var resolved []string
 	for text := range l.logged {
@@ -156,7 +224,7 @@ func (l *Loader) logErrors(errs []*DocError) {
 	}
 	slices.Sort(resolved)
 	for _, text := range resolved {
-		l.log.Info("config error resolved", "error", text)
+		l.log.Info("config error resolved", "error", clip(text, maxLoggedError))
 	}
 	l.logged = seen
 }
@@ -170,172 +238,6 @@ func (l *Loader) reportUnsupported(configs []model.Config) int {
 			Version: c.ResourceVersion, Source: c.Source, Spec: c.Spec}
 	}
 	return l.unsupported.Replace(objs)
-}
-
-// read is the state of one Load.
-type read struct {
-	prev, cur *index
-	snap      *Snapshot
-	validator *validation.Validator
-}
-
-func (r *read) file(dir, rel string) {
-	data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
-	if err != nil {
-		r.snap.Errors = append(r.snap.Errors, &DocError{File: rel, Index: -1, Err: fmt.Errorf("read: %w", err)})
-		for _, o := range r.prev.byFile[rel] {
-			r.add(o, r.prev.source[o], true)
-		}
-		return
-	}
-	r.snap.Files++
-	line := 1
-	for i, doc := range splitDocuments(data) {
-		r.doc(docRef{rel, i}, doc, line)
-		line += bytes.Count(doc, []byte("\n")) + 1
-	}
-}
-
-// doc reads one document; line is where it starts in its file.
-func (r *read) doc(ref docRef, doc []byte, line int) {
-	hash := contentHash(doc)
-	if o := r.prev.byHash[hash]; o != nil {
-		r.add(r.reuse(o, ref), ref, false)
-		return
-	}
-	p := parseDoc(doc, line, r.validator)
-	switch {
-	case p.empty:
-		return
-	case p.ignored:
-		r.snap.Ignored++
-		return
-	case len(p.errs) > 0:
-		if p.hdr.namespace == "" && p.hdr.name != "" && p.hdr.kind != "" && p.hdr.kind != "Node" {
-			p.hdr.namespace = defaultNS
-		}
-		for _, fe := range p.errs {
-			r.snap.Errors = append(r.snap.Errors, &DocError{File: ref.file, Index: ref.index, Kind: p.hdr.kind,
-				Namespace: p.hdr.namespace, Name: p.hdr.name, Field: fe.field, Err: fe.err})
-		}
-		if old := r.lastGood(ref, p.hdr); old != nil {
-			r.add(old, ref, true)
-		}
-		return
-	}
-	o := p.obj
-	o.hash = hash
-	if o.config != nil {
-		o.config.ResourceVersion = hash
-		o.config.Source = fmt.Sprintf("%s#%d", ref.file, ref.index)
-		o.config.Generation = 1
-		if old := r.prev.byKey[o.key()]; old != nil && old.config != nil {
-			o.config.Generation = old.config.Generation + 1
-		}
-	}
-	r.add(o, ref, false)
-}
-
-// retainUnder keeps the previous objects of every file under dir, a
-// directory that could not be read.
-func (r *read) retainUnder(dir string) {
-	var files []string
-	for f := range r.prev.byFile {
-		if strings.HasPrefix(f, dir+"/") {
-			files = append(files, f)
-		}
-	}
-	slices.Sort(files)
-	for _, f := range files {
-		for _, o := range r.prev.byFile[f] {
-			r.add(o, r.prev.source[o], true)
-		}
-	}
-}
-
-// reuse returns the previous object o parsed from identical content, with
-// its Source updated when the document moved.
-func (r *read) reuse(o *object, ref docRef) *object {
-	if o.config == nil || r.prev.source[o] == ref {
-		return o
-	}
-	c := *o.config
-	c.Source = fmt.Sprintf("%s#%d", ref.file, ref.index)
-	moved := *o
-	moved.config = &c
-	return &moved
-}
-
-// lastGood finds what a failing document defined at the previous read: the
-// object of the same kind, namespace and name when the document still names
-// one, else the object of the same file and index.
-func (r *read) lastGood(ref docRef, h header) *object {
-	if h.kind != "" && h.name != "" {
-		if o := r.prev.byKey[objKey{h.kind, h.namespace, h.name}]; o != nil {
-			return o
-		}
-	}
-	return r.prev.byDoc[ref]
-}
-
-// add puts o into the read unless an earlier document defined the same
-// object; retained marks a last good object standing in for a bad document.
-func (r *read) add(o *object, ref docRef, retained bool) {
-	k := o.key()
-	if first, dup := r.cur.byKey[k]; dup {
-		if !retained && first != o {
-			src := r.cur.source[first]
-			r.snap.Errors = append(r.snap.Errors, &DocError{File: ref.file, Index: ref.index, Kind: o.kind,
-				Namespace: o.namespace, Name: o.name,
-				Err: fmt.Errorf("duplicate %s %s/%s: already defined in %s#%d", o.kind, o.namespace, o.name, src.file, src.index)})
-		}
-		return
-	}
-	r.cur.byKey[k] = o
-	r.cur.byDoc[ref] = o
-	r.cur.byFile[ref.file] = append(r.cur.byFile[ref.file], o)
-	r.cur.source[o] = ref
-	if o.hash != "" {
-		r.cur.byHash[o.hash] = o
-	}
-}
-
-// finish assembles the snapshot from the objects of the read.
-func (r *read) finish() *Snapshot {
-	s := r.snap
-	for _, o := range r.cur.byKey {
-		if o.config != nil {
-			s.Configs = append(s.Configs, *o.config)
-			continue
-		}
-		switch obj := o.kube.(type) {
-		case *corev1.Service:
-			s.Kube.Services = append(s.Kube.Services, obj)
-		case *corev1.Endpoints:
-			s.Kube.Endpoints = append(s.Kube.Endpoints, obj)
-		case *corev1.Pod:
-			s.Kube.Pods = append(s.Kube.Pods, obj)
-		case *corev1.Node:
-			s.Kube.Nodes = append(s.Kube.Nodes, obj)
-		case *corev1.Secret:
-			s.Secrets = append(s.Secrets, obj)
-		case *discoveryv1.EndpointSlice:
-			s.Kube.EndpointSlices = append(s.Kube.EndpointSlices, obj)
-		}
-	}
-	slices.SortFunc(s.Configs, func(a, b model.Config) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
-	sortKube(s.Kube.Services)
-	sortKube(s.Kube.Endpoints)
-	sortKube(s.Kube.Pods)
-	sortKube(s.Kube.Nodes)
-	sortKube(s.Kube.EndpointSlices)
-	sortKube(s.Secrets)
-	slices.SortStableFunc(s.Errors, func(a, b *DocError) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))
-	})
-	return s
 }
 
 type namespacedName interface {

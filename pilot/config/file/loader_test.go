@@ -263,7 +263,7 @@ spec:
 
 func TestLastGoodIsKept(t *testing.T) {
 	dir := t.TempDir()
-	l := NewLoader(dir, testLogger(t))
+	l := newTestLoader(dir, testLogger(t))
 	load := func() *Snapshot {
 		t.Helper()
 		s, err := l.Load()
@@ -324,7 +324,7 @@ func TestNewBadDocumentOnlyReportsError(t *testing.T) {
 
 func TestFileDeletionRemovesObjects(t *testing.T) {
 	dir := t.TempDir()
-	l := NewLoader(dir, testLogger(t))
+	l := newTestLoader(dir, testLogger(t))
 	writeFile(t, dir, "vs.yaml", reviewsVS)
 	writeFile(t, dir, "dr.yaml", reviewsDR)
 	if s, err := l.Load(); err != nil || len(s.Configs) != 2 {
@@ -474,8 +474,8 @@ kind: Deployment
 metadata: {name: ignored}
 spec: {}
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
 metadata: {name: ignored-too}
 spec: {}
 `)
@@ -498,7 +498,7 @@ spec: {}
 
 func TestUnchangedDocumentsKeepTheirObjects(t *testing.T) {
 	dir := t.TempDir()
-	l := NewLoader(dir, testLogger(t))
+	l := newTestLoader(dir, testLogger(t))
 	writeFile(t, dir, "vs.yaml", reviewsVS)
 	first, err := l.Load()
 	if err != nil {
@@ -523,7 +523,7 @@ func TestErrorsAreLoggedOnce(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "vs.yaml", strings.Replace(reviewsVS, "weight: 20", "weight: 120", 1))
 	rec := &recorder{}
-	l := NewLoader(dir, slog.New(rec))
+	l := newTestLoader(dir, slog.New(rec))
 	for range 2 {
 		if _, err := l.Load(); err != nil {
 			t.Fatal(err)
@@ -553,7 +553,7 @@ func TestErrorsAreLoggedOnce(t *testing.T) {
 }
 
 func TestLoadMissingDirectory(t *testing.T) {
-	if _, err := NewLoader(filepath.Join(t.TempDir(), "nope"), nil).Load(); err == nil {
+	if _, err := newTestLoader(filepath.Join(t.TempDir(), "nope"), nil).Load(); err == nil {
 		t.Error("Load of a missing directory succeeded")
 	}
 }

@@ -37,7 +37,7 @@ stringData:
 func TestSecrets(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "secrets.yaml", tlsSecretDoc+"---\n"+genericSecretDoc)
-	s, err := NewLoader(dir, testLogger(t)).Load()
+	s, err := newTestLoader(dir, testLogger(t)).Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ stringData:
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			var logs strings.Builder
-			l := NewLoader(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+			l := newTestLoader(dir, slog.New(slog.NewTextHandler(&logs, nil)))
 			writeFile(t, dir, "s.yaml", tlsSecretDoc)
 			if _, err := l.Load(); err != nil {
 				t.Fatal(err)

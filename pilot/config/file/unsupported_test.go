@@ -2,6 +2,8 @@ package file
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -36,7 +38,7 @@ func TestLoaderWarnsUnsupportedFieldOncePerVersion(t *testing.T) {
 	writeFile(t, dir, "reviews.yaml", reviewsVS)
 	writeFile(t, dir, "mongo.yaml", tcpVS)
 	rec := &recorder{}
-	l := NewLoader(dir, slog.New(rec))
+	l := newTestLoader(dir, slog.New(rec))
 
 	snap, err := l.Load()
 	if err != nil {
@@ -73,7 +75,9 @@ func TestLoaderWarnsUnsupportedFieldOncePerVersion(t *testing.T) {
 	if n := len(unsupportedWarnings(rec)); n != 2 {
 		t.Errorf("after a change: %d warnings, want 2", n)
 	}
-	writeFile(t, dir, "mongo.yaml", "")
+	if err := os.Remove(filepath.Join(dir, "mongo.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	snap, err = l.Load()
 	if err != nil {
 		t.Fatal(err)

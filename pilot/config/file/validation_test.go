@@ -90,8 +90,7 @@ func loadFixture(t *testing.T, v *validation.Validator, doc []byte) *Snapshot {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, dir, "fixture.yaml", string(doc))
-	l := NewLoader(dir, testLogger(t))
-	l.validator = v
+	l := NewLoaderWithOptions(dir, testLogger(t), Options{Validator: v})
 	snap, err := l.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +169,7 @@ func TestEnvoyRejectedValuesRefusedLastGoodKept(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l := NewLoader(dir, testLogger(t))
+			l := newTestLoader(dir, testLogger(t))
 			writeFile(t, dir, "vs.yaml", goodRegexVS)
 			good, err := l.Load()
 			if err != nil {

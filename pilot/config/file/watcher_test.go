@@ -24,7 +24,7 @@ func startWatcher(t *testing.T, dir string, quiet time.Duration) <-chan *Snapsho
 	t.Helper()
 	goroutines := runtime.NumGoroutine()
 	snaps := make(chan *Snapshot, 1000)
-	w := NewWatcher(NewLoader(dir, testLogger(t)), quiet, func(s *Snapshot) { snaps <- s }, testLogger(t))
+	w := NewWatcher(newTestLoader(dir, testLogger(t)), quiet, func(s *Snapshot) { snaps <- s }, testLogger(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -183,7 +183,7 @@ func TestWatcherCoalescesBursts(t *testing.T) {
 }
 
 func TestWatcherMissingDirectory(t *testing.T) {
-	w := NewWatcher(NewLoader(filepath.Join(t.TempDir(), "nope"), nil), 0, func(*Snapshot) {}, nil)
+	w := NewWatcher(newTestLoader(filepath.Join(t.TempDir(), "nope"), nil), 0, func(*Snapshot) {}, nil)
 	if err := w.Run(context.Background()); err == nil {
 		t.Error("Run on a missing directory returned nil")
 	}

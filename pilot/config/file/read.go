@@ -1,0 +1,317 @@
+package file
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
+)
+
+// read is the state of one Load. Files add candidates, objects that want to
+// be served; resolve then picks one per key and reports the others.
+type read struct {
+	maxFileSize int64
+	validator   *validation.Validator
+	prev, cur   *index
+	snap        *Snapshot
+	cands       []candidate
+}
+
+// candidate is an object a document defines, or, retained, the last good
+// version of an object its file defined and now fails to.
+type candidate struct {
+	obj      *object
+	ref      docRef
+	retained bool
+}
+
+// outcome is what one document gave.
+type outcome int
+
+const (
+	outcomeEmpty outcome = iota
+	outcomeIgnored
+	outcomeFailed
+	outcomeObject
+)
+
+// file reads one file. When the file cannot be read, is empty or has a
+// document in error, the objects it defined at the previous read stay,
+// except those its good documents define anew.
+func (r *read) file(dir, rel string) {
+	data, err := readFile(filepath.Join(dir, filepath.FromSlash(rel)), r.maxFileSize)
+	if err != nil {
+		n := r.retainFile(rel, nil)
+		r.snap.Errors = append(r.snap.Errors, &DocError{File: rel, Index: -1, Err: fmt.Errorf("%w%s", err, keeping(n))})
+		return
+	}
+	r.snap.Files++
+	defined := map[objKey]bool{}
+	failed, content := false, false
+	line := 1
+	for i, doc := range splitDocuments(data) {
+		switch out, key := r.doc(docRef{rel, i}, doc, line); out {
+		case outcomeObject:
+			defined[key] = true
+			content = true
+		case outcomeFailed:
+			failed, content = true, true
+		case outcomeIgnored:
+			content = true
+		}
+		line += bytes.Count(doc, []byte("\n")) + 1
+	}
+	switch {
+	case !content:
+		n := r.retainFile(rel, nil)
+		if n == 0 {
+			return
+		}
+		what := "file is empty"
+		if len(bytes.TrimSpace(data)) > 0 {
+			// A stream of no documents: comments, separators, nulls.
+			what = "file has no YAML documents, only comments or separators"
+		}
+		r.snap.Errors = append(r.snap.Errors, &DocError{File: rel, Index: -1, Err: fmt.Errorf("%s%s", what, keeping(n))})
+	case failed:
+		r.retainFile(rel, defined)
+	}
+}
+
+// keeping says how many last good objects a file in error keeps.
+func keeping(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "; keeping the 1 object it defined"
+	}
+	return fmt.Sprintf("; keeping the %d objects it defined", n)
+}
+
+// readFile reads a file of at most limit bytes.
+func readFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("file is %d bytes, over the %d-byte limit", st.Size(), limit)
+	}
+	// Room for the whole file and a read that finds its end.
+	buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
+		return nil, fmt.Errorf("read: %w", err)
+	}
+	if int64(buf.Len()) > limit {
+		return nil, fmt.Errorf("file grew past the %d-byte limit while being read", limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// doc reads one document; line is where it starts in its file. Unchanged
+// content reuses the previous read's object or outcome.
+func (r *read) doc(ref docRef, doc []byte, line int) (outcome, objKey) {
+	hash := contentHash(doc)
+	if o := r.prev.byHash[hash]; o != nil {
+		o = r.reuse(o, ref)
+		r.candidate(o, ref, false)
+		return outcomeObject, o.key()
+	}
+	ok := outcomeKey{hash, line}
+	p, seen := r.prev.outcomes[ok]
+	if !seen {
+		p = parseDoc(doc, line, r.validator)
+		r.snap.Decoded++
+	}
+	switch {
+	case p.empty:
+		r.cur.outcomes[ok] = p
+		return outcomeEmpty, objKey{}
+	case p.ignored:
+		r.cur.outcomes[ok] = p
+		r.snap.Ignored++
+		return outcomeIgnored, objKey{}
+	case len(p.errs) > 0:
+		r.cur.outcomes[ok] = p
+		h := p.hdr
+		if h.namespace == "" && h.name != "" && h.kind != "" && h.kind != "Node" {
+			h.namespace = defaultNS
+		}
+		for _, fe := range p.errs {
+			r.snap.Errors = append(r.snap.Errors, &DocError{File: ref.file, Index: ref.index,
+				Kind: clip(h.kind, maxHeaderValue), Namespace: clip(h.namespace, maxHeaderValue), Name: clip(h.name, maxHeaderValue),
+				Field: fe.field, Err: fe.err})
+		}
+		return outcomeFailed, objKey{}
+	}
+	o := p.obj
+	o.hash = hash
+	if o.config != nil {
+		o.config.ResourceVersion = hash
+		o.config.Source = fmt.Sprintf("%s#%d", ref.file, ref.index)
+		o.config.Generation = 1
+		if old := r.prev.byKey[o.key()]; old != nil && old.config != nil {
+			o.config.Generation = old.config.Generation + 1
+		}
+	}
+	r.candidate(o, ref, false)
+	return outcomeObject, o.key()
+}
+
+// candidate offers o, from the document ref, to be served.
+func (r *read) candidate(o *object, ref docRef, retained bool) {
+	r.cands = append(r.cands, candidate{obj: o, ref: ref, retained: retained})
+	if o.hash != "" {
+		if _, dup := r.cur.byHash[o.hash]; !dup {
+			r.cur.byHash[o.hash] = o
+		}
+	}
+}
+
+// retainFile offers again the objects file served at the previous read,
+// except those of a key in skip, and returns how many it offered.
+func (r *read) retainFile(file string, skip map[objKey]bool) int {
+	n := 0
+	for _, o := range r.prev.byFile[file] {
+		if !skip[o.key()] {
+			r.candidate(o, r.prev.source[o], true)
+			n++
+		}
+	}
+	return n
+}
+
+// retainUnder keeps the previous objects of every file under dir, a
+// directory that could not be read.
+func (r *read) retainUnder(dir string) {
+	var files []string
+	for f := range r.prev.byFile {
+		if strings.HasPrefix(f, dir+"/") {
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		r.retainFile(f, nil)
+	}
+}
+
+// reuse returns the previous object o parsed from identical content, with
+// its Source updated when the document moved.
+func (r *read) reuse(o *object, ref docRef) *object {
+	if o.config == nil || r.prev.source[o] == ref {
+		return o
+	}
+	c := *o.config
+	c.Source = fmt.Sprintf("%s#%d", ref.file, ref.index)
+	moved := *o
+	moved.config = &c
+	return &moved
+}
+
+// resolve serves one candidate per key and reports the other documents
+// defining the key as duplicates of it.
+func (r *read) resolve() {
+	byKey := map[objKey][]candidate{}
+	var keys []objKey
+	for _, c := range r.cands {
+		k := c.obj.key()
+		if _, seen := byKey[k]; !seen {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], c)
+	}
+	for _, k := range keys {
+		cands := byKey[k]
+		w := slices.MinFunc(cands, r.preferred(k))
+		for _, c := range cands {
+			if c.retained || c.ref == w.ref {
+				continue
+			}
+			r.snap.Errors = append(r.snap.Errors, &DocError{File: c.ref.file, Index: c.ref.index,
+				Kind: clip(k.kind, maxHeaderValue), Namespace: clip(k.namespace, maxHeaderValue), Name: clip(k.name, maxHeaderValue),
+				Err: fmt.Errorf("duplicate %s %s/%s: already defined in %s#%d",
+					clip(k.kind, maxHeaderValue), clip(k.namespace, maxHeaderValue), clip(k.name, maxHeaderValue), w.ref.file, w.ref.index)})
+		}
+		r.cur.byKey[k] = w.obj
+		r.cur.byFile[w.ref.file] = append(r.cur.byFile[w.ref.file], w.obj)
+		r.cur.source[w.obj] = w.ref
+	}
+}
+
+// preferred orders the candidates for key k, the one to serve first: from
+// the file that served k at the previous read, a document over a retained
+// version, then by file path and position in the file.
+func (r *read) preferred(k objKey) func(a, b candidate) int {
+	incumbent := ""
+	if o := r.prev.byKey[k]; o != nil {
+		incumbent = r.prev.source[o].file
+	}
+	rank := func(c candidate) int {
+		n := 0
+		if c.ref.file != incumbent {
+			n += 2
+		}
+		if c.retained {
+			n++
+		}
+		return n
+	}
+	return func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a.ref.file, b.ref.file), cmp.Compare(a.ref.index, b.ref.index))
+	}
+}
+
+// finish assembles the snapshot from the objects of the read.
+func (r *read) finish() *Snapshot {
+	s := r.snap
+	for _, o := range r.cur.byKey {
+		if o.config != nil {
+			s.Configs = append(s.Configs, *o.config)
+			continue
+		}
+		switch obj := o.kube.(type) {
+		case *corev1.Service:
+			s.Kube.Services = append(s.Kube.Services, obj)
+		case *corev1.Endpoints:
+			s.Kube.Endpoints = append(s.Kube.Endpoints, obj)
+		case *corev1.Pod:
+			s.Kube.Pods = append(s.Kube.Pods, obj)
+		case *corev1.Node:
+			s.Kube.Nodes = append(s.Kube.Nodes, obj)
+		case *corev1.Secret:
+			s.Secrets = append(s.Secrets, obj)
+		case *discoveryv1.EndpointSlice:
+			s.Kube.EndpointSlices = append(s.Kube.EndpointSlices, obj)
+		}
+	}
+	slices.SortFunc(s.Configs, func(a, b model.Config) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	sortKube(s.Kube.Services)
+	sortKube(s.Kube.Endpoints)
+	sortKube(s.Kube.Pods)
+	sortKube(s.Kube.Nodes)
+	sortKube(s.Kube.EndpointSlices)
+	sortKube(s.Secrets)
+	slices.SortStableFunc(s.Errors, func(a, b *DocError) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))
+	})
+	return s
+}

@@ -1,0 +1,464 @@
+package file
+
+import (
+	"bytes"
+	"hash/maphash"
+)
+
+// aliasLowerBound reads doc once, without parsing it into nodes, and returns
+// a lower bound of its expanded size (see aliases.go), stopping as soon as
+// the bound passes limit. It counts only what it is sure of: scalars (one
+// plus the bytes it is sure they hold), anchored collections (one), and
+// aliases at places where a node starts, each worth the count of the
+// anchored node it names. It knows an anchored collection's extent only
+// when certain: a flow collection, or the lines indented under the key or
+// "-" that owns the anchor. Whatever it cannot place (block scalars,
+// continuation lines of plain scalars, layouts it does not follow) it skips,
+// which can only lower the bound. Its memory is one map entry per anchor
+// name and one stack entry per open anchored collection.
+func aliasLowerBound(doc []byte, limit uint64) uint64 {
+	s := newYAMLScanner(doc, limit)
+	s.run()
+	return s.total
+}
+
+// yamlScanner follows the structure of a YAML document in one pass without
+// building nodes: quoted scalars (over several lines), flow collections,
+// comments, block scalars and continuation lines of plain scalars, keys and
+// sequence entries, anchors and aliases. It measures the lower bound of
+// aliasLowerBound, and shows topLevelHeader the lines that start top-level
+// keys. Where it cannot follow the document it stops, marked incomplete.
+type yamlScanner struct {
+	doc   []byte
+	limit uint64
+	seed  maphash.Seed
+	// sizes holds the bound of every anchored node read to its end, by name hash.
+	sizes map[uint64]uint64
+	// open are the anchored collections being read, innermost last;
+	// openNames counts them by name (an alias to one of them is recursive).
+	open      []openAnchor
+	openNames map[uint64]int
+	pending   pendingAnchor
+	// total is the bound so far; the count of an anchored collection is
+	// the growth of total while it is open.
+	total uint64
+
+	pos       int
+	lineStart int
+	flow      int  // depth of flow collections ([ {)
+	expect    bool // a node may start at pos
+	// ownerCol is the column of the innermost key or "-" or "?" on the
+	// current line (-1: none); parentCol is that of the previous line when
+	// it ended expecting a nested node.
+	ownerCol, parentCol int
+	// skipping skips the lines indented more than skipCol: block scalar
+	// content and continuation lines of plain scalars.
+	skipping bool
+	skipCol  int
+
+	// topLevel, when set, sees every line that starts at column 0 outside
+	// any scalar or flow collection.
+	topLevel func(line []byte)
+	// incomplete: the scan stopped before the end of the document, or
+	// skipped lines it could not place (all the rest of it).
+	incomplete bool
+}
+
+func newYAMLScanner(doc []byte, limit uint64) *yamlScanner {
+	return &yamlScanner{doc: doc, limit: limit, seed: maphash.MakeSeed(), sizes: map[uint64]uint64{},
+		openNames: map[uint64]int{}, ownerCol: -1, parentCol: -1}
+}
+
+// openAnchor is an anchored collection whose end is not reached yet.
+type openAnchor struct {
+	name uint64
+	// depth is the flow depth inside a flow collection; 0 for a block
+	// collection, which ends at a line indented at most col.
+	depth, col int
+	// total0 is the scanner's total before the collection started.
+	total0 uint64
+}
+
+// pendingAnchor is an anchor whose node has not started yet.
+type pendingAnchor struct {
+	ok   bool
+	name uint64
+	col  int
+	// eol: the anchor ended a line in block context; its node is on the
+	// lines indented more than col.
+	eol bool
+}
+
+func (s *yamlScanner) run() {
+	if hasOtherLineBreaks(s.doc) {
+		s.incomplete = true // the scan follows lines ended by "\n" only
+		return
+	}
+	if !s.startLine(0) {
+		return
+	}
+	for s.pos < len(s.doc) && s.total <= s.limit {
+		c := s.doc[s.pos]
+		switch {
+		case c == '\n':
+			s.endLine()
+			if !s.startLine(s.pos + 1) {
+				return
+			}
+		case c == ' ' || c == '\t' || c == '\r':
+			s.pos++
+		case c == '#' && (s.pos == s.lineStart || isBlank(s.doc[s.pos-1])):
+			s.pos = s.eol(s.pos)
+		default:
+			if !s.token() {
+				s.incomplete = true
+				return
+			}
+		}
+	}
+}
+
+// eol returns the offset of the line break ending the line of p, or len(doc).
+func (s *yamlScanner) eol(p int) int {
+	if i := bytes.IndexByte(s.doc[p:], '\n'); i >= 0 {
+		return p + i
+	}
+	return len(s.doc)
+}
+
+func (s *yamlScanner) col() int { return s.pos - s.lineStart }
+
+// startLine moves to the first line from p that is not blank, a comment or
+// skipped, and does the block bookkeeping a new line calls for. It returns
+// false at the end of the document.
+func (s *yamlScanner) startLine(p int) bool {
+	for p < len(s.doc) {
+		end := s.eol(p)
+		line := s.doc[p:end]
+		indent := 0
+		for indent < len(line) && line[indent] == ' ' {
+			indent++
+		}
+		rest := bytes.TrimRight(line[indent:], " \t\r")
+		switch {
+		case len(rest) == 0 || rest[0] == '#':
+		case s.flow > 0:
+			s.lineStart, s.pos = p, p+indent
+			return true
+		case indent == 0 && bytes.HasPrefix(rest, []byte("...")) && (len(rest) == 3 || isBlank(rest[3])):
+			return false // document end: the decoder reads no further
+		case s.skipping && indent > s.skipCol:
+		default:
+			s.skipping = false
+			s.blockLine(indent)
+			s.lineStart, s.pos = p, p+indent
+			s.expect, s.ownerCol = true, -1
+			if indent == 0 && s.topLevel != nil {
+				s.topLevel(line)
+			}
+			return true
+		}
+		p = end + 1
+	}
+	s.pos = len(s.doc)
+	return false
+}
+
+// blockLine ends the block collections a line indented at indent leaves,
+// and starts the one a pending anchor at the end of the previous line marks.
+func (s *yamlScanner) blockLine(indent int) {
+	for len(s.open) > 0 {
+		top := s.open[len(s.open)-1]
+		if top.depth != 0 || top.col < indent {
+			break
+		}
+		s.closeTop()
+	}
+	if s.pending.ok && s.pending.eol {
+		if indent > s.pending.col {
+			s.openAnchor(0, s.pending.col)
+		} else {
+			s.node(1) // an empty node
+		}
+	}
+}
+
+// endLine notes, at a line break in block context, what the next line may
+// continue.
+func (s *yamlScanner) endLine() {
+	if s.flow > 0 {
+		return
+	}
+	s.parentCol = -1
+	if s.expect {
+		s.parentCol = s.ownerCol
+		if s.pending.ok {
+			s.pending.eol = true
+			if s.ownerCol >= 0 {
+				s.pending.col = s.ownerCol
+			}
+		}
+	}
+}
+
+// token reads the token at pos. It returns false when the scan must stop:
+// the document is not YAML the decoder would accept, so nothing more is sure.
+func (s *yamlScanner) token() bool {
+	c := s.doc[s.pos]
+	next := byte(0)
+	if s.pos+1 < len(s.doc) {
+		next = s.doc[s.pos+1]
+	}
+	switch {
+	case (c == '-' && s.flow == 0 || c == '?') && s.expect && (next == 0 || isBlank(next) || next == '\n'):
+		if s.flow == 0 {
+			s.ownerCol = s.col()
+		}
+		s.pos++
+	case c == ':' && (next == 0 || isBlank(next) || next == '\n' || s.flow > 0):
+		s.pos++
+		s.expect = true
+	case c == '[' || c == '{':
+		if !s.expect {
+			return false
+		}
+		s.flow++
+		if s.pending.ok {
+			s.openAnchor(s.flow, 0)
+		}
+		s.pos++
+	case c == ']' || c == '}':
+		if s.flow == 0 {
+			return false
+		}
+		if s.pending.ok {
+			s.node(1)
+		}
+		for len(s.open) > 0 && s.open[len(s.open)-1].depth == s.flow {
+			s.closeTop()
+		}
+		s.flow--
+		s.pos++
+		s.expect = false
+	case c == ',':
+		if s.flow == 0 {
+			return false
+		}
+		if s.pending.ok {
+			s.node(1)
+		}
+		s.pos++
+		s.expect = true
+	case c == '*' || c == '&':
+		name, end, ok := s.name(s.pos + 1)
+		if !ok || !s.expect {
+			return false
+		}
+		if c == '&' {
+			s.pending = pendingAnchor{ok: true, name: name, col: s.col()}
+		} else {
+			s.pending = pendingAnchor{}
+			s.alias(name)
+			s.expect = false
+		}
+		s.pos = end
+	case c == '!':
+		for s.pos < len(s.doc) && !isBlank(s.doc[s.pos]) && s.doc[s.pos] != '\n' &&
+			(s.flow == 0 || !isFlowIndicator(s.doc[s.pos])) {
+			s.pos++
+		}
+	case (c == '|' || c == '>') && s.flow == 0 && s.expect:
+		s.node(1)
+		s.skip(s.ownerCol)
+		s.pos = s.eol(s.pos)
+		s.expect = false
+	case c == '"' || c == '\'':
+		return s.quoted()
+	default:
+		s.plain()
+	}
+	return true
+}
+
+// name reads an anchor or alias name from p and checks what follows it as
+// the decoder does.
+func (s *yamlScanner) name(p int) (uint64, int, bool) {
+	end := p
+	for end < len(s.doc) && isAnchorChar(s.doc[end]) {
+		end++
+	}
+	if end == p {
+		return 0, end, false
+	}
+	if end < len(s.doc) {
+		switch c := s.doc[end]; {
+		case isBlank(c) || c == '\n' || c == '\r':
+		case c == '?' || c == ':' || c == ',' || c == ']' || c == '}' || c == '%' || c == '@' || c == '`':
+		default:
+			return 0, end, false
+		}
+	}
+	return maphash.Bytes(s.seed, s.doc[p:end]), end, true
+}
+
+// quoted reads a single- or double-quoted scalar.
+func (s *yamlScanner) quoted() bool {
+	q, start, col := s.doc[s.pos], s.pos, s.col()
+	multiLine, escapes, quotes := false, false, 0
+	i := start + 1
+	for ; i < len(s.doc); i++ {
+		c := s.doc[i]
+		if c == '\n' {
+			multiLine = true
+			s.lineStart = i + 1
+		}
+		if q == '"' && c == '\\' {
+			escapes = true
+			if i+1 < len(s.doc) && s.doc[i+1] == '\n' {
+				multiLine = true
+				s.lineStart = i + 2
+			}
+			i++
+			continue
+		}
+		if c == q {
+			if q == '\'' && i+1 < len(s.doc) && s.doc[i+1] == '\'' {
+				quotes += 2
+				i++
+				continue
+			}
+			break
+		}
+	}
+	if i >= len(s.doc) {
+		return false // unterminated
+	}
+	s.pos = i + 1
+	// A lower bound of the value's length: exact on one line without escapes.
+	n := 0
+	if !multiLine && !escapes {
+		n = i - start - 1 - quotes/2
+	}
+	s.scalar(n, col, false)
+	return true
+}
+
+// plain reads a plain scalar to where the decoder would end it on this line.
+func (s *yamlScanner) plain() {
+	start, col := s.pos, s.col()
+	i := start
+	for ; i < len(s.doc); i++ {
+		c := s.doc[i]
+		if c == '\n' {
+			break
+		}
+		if c == ':' && (i+1 == len(s.doc) || isBlank(s.doc[i+1]) || s.doc[i+1] == '\n' || s.doc[i+1] == '\r' ||
+			s.flow > 0 && isFlowIndicator(s.doc[i+1])) {
+			break
+		}
+		if s.flow > 0 && isFlowIndicator(c) {
+			break
+		}
+		if c == '#' && i > start && isBlank(s.doc[i-1]) {
+			break
+		}
+	}
+	s.pos = i
+	if !s.expect {
+		return // text after a node: the document is invalid, count nothing
+	}
+	text := bytes.TrimRight(s.doc[start:i], " \t\r")
+	atEOL := i == len(s.doc) || s.doc[i] == '\n'
+	s.scalar(len(text), col, atEOL)
+}
+
+// scalar finishes a scalar that started at column col, n bytes long at
+// least: it may be a key, or anchored; a plain scalar that ran to the end of
+// its line may go on over more indented lines, which are skipped.
+func (s *yamlScanner) scalar(n, col int, plainToEOL bool) {
+	s.node(1 + uint64(n))
+	j := s.pos
+	for j < len(s.doc) && isBlank(s.doc[j]) {
+		j++
+	}
+	if j < len(s.doc) && s.doc[j] == ':' &&
+		(s.flow > 0 || j+1 == len(s.doc) || isBlank(s.doc[j+1]) || s.doc[j+1] == '\n' || s.doc[j+1] == '\r') {
+		if s.flow == 0 {
+			s.ownerCol = col
+		}
+		s.pos = j + 1
+		s.expect = true
+		return
+	}
+	s.expect = false
+	if plainToEOL && s.flow == 0 {
+		if s.ownerCol >= 0 {
+			s.skip(s.ownerCol)
+		} else {
+			s.skip(s.parentCol)
+		}
+	}
+}
+
+// skip skips the lines indented more than col; col -1 (the owner is not
+// known) skips the rest of the document.
+func (s *yamlScanner) skip(col int) {
+	s.skipping, s.skipCol = true, col
+	if col < 0 {
+		s.incomplete = true
+	}
+}
+
+// alias counts an alias to the anchor name, when the anchored node is known
+// and does not contain the alias.
+func (s *yamlScanner) alias(name uint64) {
+	if s.openNames[name] > 0 {
+		return
+	}
+	if size, ok := s.sizes[name]; ok {
+		s.total = addCapped(s.total, size)
+	}
+}
+
+// node counts a scalar or empty node of the given count, which the pending
+// anchor, if any, marks.
+func (s *yamlScanner) node(count uint64) {
+	s.total = addCapped(s.total, count)
+	if s.pending.ok {
+		s.sizes[s.pending.name] = count
+		s.pending = pendingAnchor{}
+	}
+}
+
+// openAnchor starts the pending anchor's collection.
+func (s *yamlScanner) openAnchor(depth, col int) {
+	s.open = append(s.open, openAnchor{name: s.pending.name, depth: depth, col: col, total0: s.total})
+	s.openNames[s.pending.name]++
+	s.pending = pendingAnchor{}
+	s.total = addCapped(s.total, 1)
+}
+
+// closeTop ends the innermost open collection: its count is what was
+// counted since it started, itself included.
+func (s *yamlScanner) closeTop() {
+	a := s.open[len(s.open)-1]
+	s.open = s.open[:len(s.open)-1]
+	s.openNames[a.name]--
+	s.sizes[a.name] = s.total - a.total0
+}
+
+// hasOtherLineBreaks reports whether doc breaks lines other than with "\n"
+// or "\r\n": a lone "\r", or NEL, LS or PS, which the decoder also reads as
+// line breaks.
+func hasOtherLineBreaks(doc []byte) bool {
+	for i, c := range doc {
+		if c == '\r' && (i+1 == len(doc) || doc[i+1] != '\n') {
+			return true
+		}
+	}
+	return bytes.Contains(doc, []byte("\u0085")) || bytes.Contains(doc, []byte("\u2028")) || bytes.Contains(doc, []byte("\u2029"))
+}
+
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
+
+func isFlowIndicator(c byte) bool { return c == ',' || c == '[' || c == ']' || c == '{' || c == '}' }
