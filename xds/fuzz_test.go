@@ -113,27 +113,7 @@ func FuzzSotWRequests(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 3, 1, 2, 3})
 	s := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var reqs []*discovery.DiscoveryRequest
-		for _, b := range splitFrames(data) {
-			r := &discovery.DiscoveryRequest{}
-			if proto.Unmarshal(b, r) != nil {
-				return
-			}
-			reqs = append(reqs, r)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		st := &memStream[discovery.DiscoveryRequest, discovery.DiscoveryResponse]{ctx: ctx, reqs: reqs}
-		err := s.streamSotW(st)
-		cancel()
-		checkStreamEnd(t, err)
-		for _, r := range st.sent {
-			if r.GetNonce() == "" || s.gens.Generator(&model.Proxy{}, r.GetTypeUrl()) == nil {
-				t.Fatalf("response without nonce or of an unserved type: %v", r)
-			}
-		}
-		if n := len(s.connections()); n != 0 {
-			t.Fatalf("%d connections left after the stream ended", n)
-		}
+		fuzzStream(t, s, data, s.streamSotW, (*discovery.DiscoveryResponse).GetNonce, (*discovery.DiscoveryResponse).GetTypeUrl)
 	})
 }
 
@@ -150,26 +130,36 @@ func FuzzDeltaRequests(f *testing.F) {
 	f.Add(frames(f, &discovery.DeltaDiscoveryRequest{Node: badNode(), TypeUrl: model.ClusterType}))
 	s := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var reqs []*discovery.DeltaDiscoveryRequest
-		for _, b := range splitFrames(data) {
-			r := &discovery.DeltaDiscoveryRequest{}
-			if proto.Unmarshal(b, r) != nil {
-				return
-			}
-			reqs = append(reqs, r)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		st := &memStream[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]{ctx: ctx, reqs: reqs}
-		err := s.streamDelta(st)
-		cancel()
-		checkStreamEnd(t, err)
-		for _, r := range st.sent {
-			if r.GetNonce() == "" || s.gens.Generator(&model.Proxy{}, r.GetTypeUrl()) == nil {
-				t.Fatalf("response without nonce or of an unserved type: %v", r)
-			}
-		}
-		if n := len(s.connections()); n != 0 {
-			t.Fatalf("%d connections left after the stream ended", n)
-		}
+		fuzzStream(t, s, data, s.streamDelta, (*discovery.DeltaDiscoveryResponse).GetNonce, (*discovery.DeltaDiscoveryResponse).GetTypeUrl)
 	})
+}
+
+// fuzzStream decodes data into a request sequence, serves it as one stream
+// and checks what every fuzzed stream must hold.
+func fuzzStream[Req, Resp any, PReq interface {
+	*Req
+	proto.Message
+}](t *testing.T, s *DiscoveryServer, data []byte,
+	serve func(grpc.BidiStreamingServer[Req, Resp]) error, nonce, typeURL func(*Resp) string) {
+	var reqs []*Req
+	for _, b := range splitFrames(data) {
+		r := PReq(new(Req))
+		if proto.Unmarshal(b, r) != nil {
+			return
+		}
+		reqs = append(reqs, r)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &memStream[Req, Resp]{ctx: ctx, reqs: reqs}
+	err := serve(st)
+	cancel()
+	checkStreamEnd(t, err)
+	for _, r := range st.sent {
+		if nonce(r) == "" || s.gens.Generator(&model.Proxy{}, typeURL(r)) == nil {
+			t.Fatalf("response without nonce or of an unserved type: %v", r)
+		}
+	}
+	if n := len(s.connections()); n != 0 {
+		t.Fatalf("%d connections left after the stream ended", n)
+	}
 }
