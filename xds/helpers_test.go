@@ -193,7 +193,7 @@ func newHarnessWith(t *testing.T, ready bool, serverOpts func(*Options), opts ..
 	g := grpc.NewServer()
 	s.Register(g)
 	served := make(chan struct{})
-	go func() { defer close(served); _ = g.Serve(lis) }()
+	go func() { defer close(served); _ = g.Serve(s.Listener(lis)) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { defer close(ran); _ = s.Run(ctx) }()

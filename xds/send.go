@@ -18,8 +18,9 @@ import (
 // client that stops reading is forever; each Send therefore runs on a
 // goroutine of its own and the stream gives up on it after SendTimeout,
 // ending with DeadlineExceeded (pilot_xds_write_timeout). Ending the stream
-// cancels its context, which is what unblocks that Send. Istio's
-// PILOT_XDS_SEND_TIMEOUT works the same way.
+// cancels its context, which is what unblocks that Send; the client's
+// connection is closed too (conntrack.go). Istio's PILOT_XDS_SEND_TIMEOUT
+// ends the stream the same way, and leaves the connection open.
 
 // DefaultSendTimeout is the default of Options.SendTimeout. Istio ships 0
 // (no timeout); we bound it by default, because an unbounded Send lets a
@@ -87,8 +88,9 @@ func (c *Connection) timedSend(ctx context.Context, typeURL string, send func() 
 		if m := c.s.metrics; m != nil {
 			m.WriteTimeouts.Inc()
 		}
+		closed := c.s.netConns.closePeer(ctx)
 		c.log.Warn("xDS send timed out: the proxy is not reading; ending its stream",
-			"type", model.ShortType(typeURL), "timeout", timeout)
+			"type", model.ShortType(typeURL), "timeout", timeout, "connection_closed", closed)
 		return status.Errorf(codes.DeadlineExceeded, "sending %s: the client read nothing for %v", model.ShortType(typeURL), timeout)
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()

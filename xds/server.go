@@ -90,6 +90,8 @@ type DiscoveryServer struct {
 
 	connSeq  atomic.Uint64
 	versions versionLabels
+	// netConns are the connections accepted through Listener (conntrack.go).
+	netConns connTable
 	connMu   sync.RWMutex
 	conns    map[string]*Connection
 

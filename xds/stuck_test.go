@@ -10,6 +10,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -20,9 +21,10 @@ import (
 const stuckWindow = 64 << 10
 
 // openStuck opens n SotW streams, each on its own connection, that ask for
-// every cluster and then never read.
-func (h *harness) openStuck(n int) {
+// every cluster and then never read; it returns their connections.
+func (h *harness) openStuck(n int) []*grpc.ClientConn {
 	h.t.Helper()
+	var conns []*grpc.ClientConn
 	for i := range n {
 		conn, err := grpc.NewClient(h.addr,
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -39,7 +41,9 @@ func (h *harness) openStuck(n int) {
 		if err := stream.Send(&discovery.DiscoveryRequest{Node: testNode(fmt.Sprintf("stuck-%d", i), nil), TypeUrl: model.ClusterType}); err != nil {
 			h.t.Fatal(err)
 		}
+		conns = append(conns, conn)
 	}
+	return conns
 }
 
 // paddedCDS is cdsGen plus fixed resources of padBytes in all, made once,
@@ -125,12 +129,14 @@ func TestStuckStreamsDelayNoOtherProxy(t *testing.T) {
 }
 
 // A Send blocked longer than SendTimeout ends that stream with
-// DeadlineExceeded, counted in pilot_xds_write_timeout, and the bytes it
-// held are no longer counted; the server serves the next stream as before.
+// DeadlineExceeded, counted in pilot_xds_write_timeout, and closes the
+// client's connection, so that gRPC lets go of what it queued for it; the
+// bytes it held are no longer counted; the server serves the next stream as
+// before.
 func TestSendTimeoutEndsStuckStream(t *testing.T) {
 	h := newHarnessWith(t, true, func(o *Options) { o.SendTimeout = 100 * time.Millisecond }, withPaddedCDS(256<<10))
 	svcs := h.reg.Services()
-	h.openStuck(1)
+	stuck := h.openStuck(1)[0]
 	eventually(t, "stuck stream connected", func() bool { return len(h.s.connections()) == 1 })
 	h.reg.set(append(svcs, service("more", 80))...)
 	h.fullPush()
@@ -141,6 +147,7 @@ func TestSendTimeoutEndsStuckStream(t *testing.T) {
 	if got := value(t, h.metrics.UnansweredBytes); got != 0 {
 		t.Errorf("meshpilot_xds_unanswered_bytes = %v after the stream ended, want 0", got)
 	}
+	eventually(t, "the stuck client's connection closed", func() bool { return stuck.GetState() != connectivity.Ready })
 	c := h.sotw()
 	c.send(&discovery.DiscoveryRequest{Node: testNode("after", nil), TypeUrl: model.ClusterType})
 	if r := c.recvType(model.ClusterType); !hasResource(t, r, clusterName(service("more", 80))) {

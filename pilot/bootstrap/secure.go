@@ -180,7 +180,7 @@ func (s *Server) startSecure(ctx context.Context, lis net.Listener) error {
 		Authority: sec.authority, Authenticator: sec.authn, Metrics: sec.metrics, Log: s.log.With("component", "ca"),
 	}).Register(sec.grpc)
 	sec.lis = lis
-	s.goServe("secure-grpc", func() error { return sec.grpc.Serve(lis) })
+	s.goServe("secure-grpc", func() error { return sec.grpc.Serve(s.discovery.Listener(lis)) })
 	return nil
 }
 

@@ -180,7 +180,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		servers = append(servers, debugSrv)
 		s.goServe("debug", func() error { return debugSrv.Serve(s.debugLis) })
 	}
-	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.grpcLis) })
+	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.discovery.Listener(s.grpcLis)) })
 	s.goServe("push", func() error { return s.discovery.Run(ctx) })
 
 	if s.secure != nil {
