@@ -9,7 +9,8 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 5
 # Fuzz targets as PACKAGE:FUNC; make test runs each for FUZZTIME.
 FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate \
-	./pilot/agent/config:FuzzFromEnv
+	./pilot/agent/config:FuzzFromEnv ./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParseDoc \
+	./pilot/config/file:FuzzNormalizeDurations
 FUZZTIME ?= 10s
 
 .PHONY: all build run test testenv lint bench fmt clean crds chart-lint load fuzz
