@@ -10,7 +10,8 @@ BENCHCOUNT ?= 5
 # Fuzz targets as PACKAGE:FUNC; make test runs each for FUZZTIME.
 FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate \
 	./pilot/agent/config:FuzzFromEnv ./model:FuzzParseProxy ./pilot/ca/authn:FuzzParseSPIFFEID \
-	./pilot/ca/authn:FuzzJWTClaims ./xds:FuzzSotWRequests ./xds:FuzzDeltaRequests
+	./pilot/ca/authn:FuzzJWTClaims ./xds:FuzzSotWRequests ./xds:FuzzDeltaRequests \
+	./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParseDoc ./pilot/config/file:FuzzNormalizeDurations
 FUZZTIME ?= 10s
 
 .PHONY: all build run test testenv lint bench fmt clean crds chart-lint load fuzz

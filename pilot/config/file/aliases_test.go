@@ -62,6 +62,10 @@ func TestAliasLowerBound(t *testing.T) {
 		{"multi-line flow", "a: &a [\n  1,\n  2\n]\nb: [\n  *a,\n  *a\n]\n", true},
 		{"anchor on the next line", "t: &t 1\na:\n  &a\n  x: [*t]\nb: *a\n", false},
 		{"carriage returns", "a: &a [1]\rb: *a\r", false},
+		{"CRLF", "a: &a [1]\r\nb:\r\n  c: *a\r\n  d: [*a]\r\n", true},
+		{"root scalar, the rest unread", "''\nk: &a [1]\nl: *a\n", true},
+		{"root flow collection, the rest unread", "[&a [1], *a]\nk: [*a, *a]\n", true},
+		{"flow collection as a key", "[a, b]: &a [1]\nl: *a\n", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,8 +75,9 @@ func scanHeader(doc []byte) header {
 // topLevelHeader reads apiVersion and kind from a document's top-level lines
 // and reports whether it is sure of them: the scan of the document's
 // structure reaches its end and finds every top-level line to be a plain
-// "key:" or "key: value", apiVersion and kind each once, with a one-line
-// value that reads as a string and looks like an apiVersion or a kind.
+// "key:" or "key: value", apiVersion and kind each once, with a value that
+// reads as a string, looks like an apiVersion or a kind, and ends on its
+// line (the next line is not indented).
 // Anything else (flow or JSON style, quoted or complex keys, anchors, tags,
 // a value on the next line, a line it cannot place) leaves the document to
 // the decoder.
@@ -85,7 +86,7 @@ func topLevelHeader(doc []byte) (header, bool) {
 	var seenAPI, seenKind bool
 	sure := true
 	s := newYAMLScanner(doc, ^uint64(0))
-	s.topLevel = func(line []byte) {
+	s.topLevel = func(line, rest []byte) {
 		if !sure {
 			return
 		}
@@ -106,7 +107,7 @@ func topLevelHeader(doc []byte) (header, bool) {
 			return
 		}
 		v, ok := simpleValue(value)
-		if !ok || *seen || !valid(v) {
+		if !ok || *seen || !valid(v) || continues(rest) {
 			sure = false
 			return
 		}
@@ -117,6 +118,19 @@ func topLevelHeader(doc []byte) (header, bool) {
 		return header{}, false
 	}
 	return h, true
+}
+
+// continues reports whether rest, what follows a line, starts with an
+// indented line (after blank ones), which could continue a plain value.
+func continues(rest []byte) bool {
+	for p := 0; p < len(rest); {
+		line, next := nextLine(rest, p)
+		if len(bytes.TrimSpace(line)) > 0 {
+			return line[0] == ' ' || line[0] == '\t'
+		}
+		p = next
+	}
+	return false
 }
 
 // isAPIVersion reports whether v looks like an apiVersion (v1,

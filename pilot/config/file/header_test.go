@@ -31,6 +31,8 @@ func TestTopLevelHeader(t *testing.T) {
 		{"apiVersion: apps/v1\nkind: yes\n", header{}, false},
 		{"apiVersion: 1.0\nkind: Deployment\n", header{}, false},
 		{"apiVersion: apps/v1\nkind: Deploy-ment\n", header{}, false},
+		{"apiVersion: apps/v1\nkind: Deploy\n\n  ment\n", header{}, false},
+		{"apiVersion: apps/v1\nkind: Deployment\n\nspec:\n  x: 1\n", header{apiVersion: "apps/v1", kind: "Deployment"}, true},
 		{"apiVersion: apps/v1\nkind: Deployment\n? complex\n: key\n", header{}, false},
 		{"apiVersion: apps/v1\nkind: Deployment\n\tspec: {}\n", header{}, false},
 		{"apiVersion: apps/v1\nkind: Deployment\n<<: *base\n", header{}, false},

@@ -49,16 +49,25 @@ type yamlScanner struct {
 	expect    bool // a node may start at pos
 	// ownerCol is the column of the innermost key or "-" or "?" on the
 	// current line (-1: none); parentCol is that of the previous line when
-	// it ended expecting a nested node.
-	ownerCol, parentCol int
+	// it ended expecting a nested node. propsCol is the column of the
+	// properties (anchor, tag) before the node about to start (-1: none).
+	ownerCol, parentCol, propsCol int
 	// skipping skips the lines indented more than skipCol: block scalar
 	// content and continuation lines of plain scalars.
 	skipping bool
 	skipCol  int
 
+	// block: a key or entry indicator was seen in block context, so the
+	// document's root is a block collection, at column rootCol. Otherwise
+	// the first node is the root. The decoder reads nothing after the root.
+	block   bool
+	rootCol int
+	// rootTagged: a tag was read before the root node.
+	rootTagged bool
+
 	// topLevel, when set, sees every line that starts at column 0 outside
-	// any scalar or flow collection.
-	topLevel func(line []byte)
+	// any scalar or flow collection, and the document after it.
+	topLevel func(line, rest []byte)
 	// incomplete: the scan stopped before the end of the document, or
 	// skipped lines it could not place (all the rest of it).
 	incomplete bool
@@ -66,7 +75,7 @@ type yamlScanner struct {
 
 func newYAMLScanner(doc []byte, limit uint64) *yamlScanner {
 	return &yamlScanner{doc: doc, limit: limit, seed: maphash.MakeSeed(), sizes: map[uint64]uint64{},
-		openNames: map[uint64]int{}, ownerCol: -1, parentCol: -1}
+		openNames: map[uint64]int{}, ownerCol: -1, parentCol: -1, propsCol: -1}
 }
 
 // openAnchor is an anchored collection whose end is not reached yet.
@@ -77,6 +86,9 @@ type openAnchor struct {
 	depth, col int
 	// total0 is the scanner's total before the collection started.
 	total0 uint64
+	// counted: the collection itself was counted (a block node is known
+	// to be a collection only from its first token).
+	counted bool
 }
 
 // pendingAnchor is an anchor whose node has not started yet.
@@ -148,13 +160,16 @@ func (s *yamlScanner) startLine(p int) bool {
 		case indent == 0 && bytes.HasPrefix(rest, []byte("...")) && (len(rest) == 3 || isBlank(rest[3])):
 			return false // document end: the decoder reads no further
 		case s.skipping && indent > s.skipCol:
+		case s.block && indent < s.rootCol:
+			s.pos = len(s.doc) // the root collection ended
+			return false
 		default:
 			s.skipping = false
 			s.blockLine(indent)
 			s.lineStart, s.pos = p, p+indent
-			s.expect, s.ownerCol = true, -1
+			s.expect, s.ownerCol, s.propsCol = true, -1, -1
 			if indent == 0 && s.topLevel != nil {
-				s.topLevel(line)
+				s.topLevel(line, s.doc[min(end+1, len(s.doc)):])
 			}
 			return true
 		}
@@ -174,7 +189,8 @@ func (s *yamlScanner) blockLine(indent int) {
 		}
 		s.closeTop()
 	}
-	if s.pending.ok && s.pending.eol {
+	// An anchor alone on the root's line marks the root, wherever it starts.
+	if s.pending.ok && s.pending.eol && s.block {
 		if indent > s.pending.col {
 			s.openAnchor(0, s.pending.col)
 		} else {
@@ -210,12 +226,24 @@ func (s *yamlScanner) token() bool {
 		next = s.doc[s.pos+1]
 	}
 	switch {
+	case c != '&' && c != '!' && c != '"' && c != '\'' && !s.startsPlain(c, next) && s.propsCol >= 0:
+		// Properties apply to the node that follows; an indicator ends them.
+		s.propsCol = -1
+		return true
 	case (c == '-' && s.flow == 0 || c == '?') && s.expect && (next == 0 || isBlank(next) || next == '\n'):
+		if s.pending.ok && s.pending.eol {
+			s.openAnchor(0, -1) // the root sequence (or mapping of "?" keys)
+		}
 		if s.flow == 0 {
+			s.collectionStarts()
 			s.ownerCol = s.col()
+			s.blockRoot(s.ownerCol)
 		}
 		s.pos++
-	case c == ':' && (next == 0 || isBlank(next) || next == '\n' || s.flow > 0):
+	case c == ':' && (next == 0 || isBlank(next) || next == '\n' || next == '\r' || s.flow > 0):
+		if s.flow == 0 {
+			s.blockRoot(s.ownerCol)
+		}
 		s.pos++
 		s.expect = true
 	case c == '[' || c == '{':
@@ -240,6 +268,9 @@ func (s *yamlScanner) token() bool {
 		s.flow--
 		s.pos++
 		s.expect = false
+		if s.flow == 0 && !s.block && !s.keyFollows() {
+			s.pos = len(s.doc) // the root was this collection
+		}
 	case c == ',':
 		if s.flow == 0 {
 			return false
@@ -254,15 +285,51 @@ func (s *yamlScanner) token() bool {
 		if !ok || !s.expect {
 			return false
 		}
+		if c == '&' && s.pending.ok {
+			// A second anchor: the first marks an empty node, the root if
+			// nothing came before (and the decoder reads no further);
+			// elsewhere the document is invalid.
+			if s.flow > 0 || s.block {
+				return false
+			}
+			s.node(1)
+			s.pos = len(s.doc)
+			return true
+		}
+		if c == '&' && s.propsCol < 0 {
+			s.propsCol = s.col()
+		}
+		s.pos = end
 		if c == '&' {
 			s.pending = pendingAnchor{ok: true, name: name, col: s.col()}
 		} else {
-			s.pending = pendingAnchor{}
+			if s.pending.ok {
+				// An alias takes no anchor: the anchor marks an empty node
+				// before it, the root if nothing came before.
+				s.node(1)
+				if s.flow == 0 && !s.block {
+					s.pos = len(s.doc)
+				}
+				return true
+			}
 			s.alias(name)
 			s.expect = false
+			if s.flow == 0 && !s.block && !s.keyFollows() {
+				s.pos = len(s.doc) // the root was this alias
+			}
 		}
-		s.pos = end
 	case c == '!':
+		if s.flow == 0 && !s.block {
+			if s.rootTagged {
+				s.node(1) // a second tag: the first marks an empty root
+				s.pos = len(s.doc)
+				return true
+			}
+			s.rootTagged = true
+		}
+		if s.propsCol < 0 {
+			s.propsCol = s.col()
+		}
 		for s.pos < len(s.doc) && !isBlank(s.doc[s.pos]) && s.doc[s.pos] != '\n' &&
 			(s.flow == 0 || !isFlowIndicator(s.doc[s.pos])) {
 			s.pos++
@@ -276,6 +343,17 @@ func (s *yamlScanner) token() bool {
 		return s.quoted()
 	default:
 		s.plain()
+	}
+	return true
+}
+
+// startsPlain reports whether c, followed by next, starts a plain scalar.
+func (s *yamlScanner) startsPlain(c, next byte) bool {
+	switch c {
+	case '[', ']', '{', '}', ',', '*', '&', '!', '|', '>', '"', '\'', '#', '%', '@', '`':
+		return false
+	case '-', '?', ':':
+		return next != 0 && !isBlank(next) && next != '\n' && next != '\r' && !(s.flow > 0 && isFlowIndicator(next))
 	}
 	return true
 }
@@ -346,7 +424,9 @@ func (s *yamlScanner) quoted() bool {
 // plain reads a plain scalar to where the decoder would end it on this line.
 func (s *yamlScanner) plain() {
 	start, col := s.pos, s.col()
-	i := start
+	// The first character belongs to the scalar whatever it is: token()
+	// read it as no indicator.
+	i := start + 1
 	for ; i < len(s.doc); i++ {
 		c := s.doc[i]
 		if c == '\n' {
@@ -376,21 +456,28 @@ func (s *yamlScanner) plain() {
 // least: it may be a key, or anchored; a plain scalar that ran to the end of
 // its line may go on over more indented lines, which are skipped.
 func (s *yamlScanner) scalar(n, col int, plainToEOL bool) {
-	s.node(1 + uint64(n))
-	j := s.pos
-	for j < len(s.doc) && isBlank(s.doc[j]) {
-		j++
+	if s.flow == 0 && s.keyFollows() {
+		if s.pending.ok && s.pending.eol {
+			s.openAnchor(0, -1) // an anchor alone on the root's line marks the root mapping
+		}
+		s.collectionStarts()
 	}
-	if j < len(s.doc) && s.doc[j] == ':' &&
-		(s.flow > 0 || j+1 == len(s.doc) || isBlank(s.doc[j+1]) || s.doc[j+1] == '\n' || s.doc[j+1] == '\r') {
+	s.node(1 + uint64(n))
+	if s.propsCol >= 0 {
+		col = s.propsCol // the key node starts with its properties
+	}
+	s.propsCol = -1
+	if s.keyFollows() {
 		if s.flow == 0 {
 			s.ownerCol = col
 		}
-		s.pos = j + 1
-		s.expect = true
-		return
+		return // the value indicator is read next
 	}
 	s.expect = false
+	if s.flow == 0 && !s.block {
+		s.pos = len(s.doc) // the root was this scalar
+		return
+	}
 	if plainToEOL && s.flow == 0 {
 		if s.ownerCol >= 0 {
 			s.skip(s.ownerCol)
@@ -398,6 +485,32 @@ func (s *yamlScanner) scalar(n, col int, plainToEOL bool) {
 			s.skip(s.parentCol)
 		}
 	}
+}
+
+// blockRoot notes that the root is a block collection, at column col if
+// it is not known yet (-1: the indentation of the line).
+func (s *yamlScanner) blockRoot(col int) {
+	if s.block {
+		return
+	}
+	if col < 0 {
+		col = 0
+		for s.lineStart+col < len(s.doc) && s.doc[s.lineStart+col] == ' ' {
+			col++
+		}
+	}
+	s.block, s.rootCol = true, col
+}
+
+// keyFollows reports whether a value indicator follows the node that ends
+// at pos on its line, making it a key.
+func (s *yamlScanner) keyFollows() bool {
+	j := s.pos
+	for j < len(s.doc) && isBlank(s.doc[j]) {
+		j++
+	}
+	return j < len(s.doc) && s.doc[j] == ':' &&
+		(s.flow > 0 || j+1 == len(s.doc) || isBlank(s.doc[j+1]) || s.doc[j+1] == '\n' || s.doc[j+1] == '\r')
 }
 
 // skip skips the lines indented more than col; col -1 (the owner is not
@@ -430,12 +543,29 @@ func (s *yamlScanner) node(count uint64) {
 	}
 }
 
-// openAnchor starts the pending anchor's collection.
+// openAnchor starts the pending anchor's node: a flow collection (depth
+// > 0), counted at once, or a block node, counted when it shows itself a
+// collection.
 func (s *yamlScanner) openAnchor(depth, col int) {
 	s.open = append(s.open, openAnchor{name: s.pending.name, depth: depth, col: col, total0: s.total})
 	s.openNames[s.pending.name]++
 	s.pending = pendingAnchor{}
-	s.total = addCapped(s.total, 1)
+	if depth > 0 {
+		s.open[len(s.open)-1].counted = true
+		s.total = addCapped(s.total, 1)
+	}
+}
+
+// collectionStarts counts the innermost open block node as a collection
+// when a key or entry is its first token.
+func (s *yamlScanner) collectionStarts() {
+	if n := len(s.open); n > 0 {
+		a := &s.open[n-1]
+		if a.depth == 0 && !a.counted && s.total == a.total0 {
+			a.counted = true
+			s.total = addCapped(s.total, 1)
+		}
+	}
 }
 
 // closeTop ends the innermost open collection: its count is what was
