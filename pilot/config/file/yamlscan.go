@@ -36,7 +36,7 @@ type yamlScanner struct {
 	sizes map[uint64]uint64
 	// open are the anchored collections being read, innermost last;
 	// openNames counts them by name (an alias to one of them is recursive).
-	open      []openAnchor
+	open      []anchoredCollection
 	openNames map[uint64]int
 	pending   pendingAnchor
 	// total is the bound so far; the count of an anchored collection is
@@ -78,8 +78,8 @@ func newYAMLScanner(doc []byte, limit uint64) *yamlScanner {
 		openNames: map[uint64]int{}, ownerCol: -1, parentCol: -1, propsCol: -1}
 }
 
-// openAnchor is an anchored collection whose end is not reached yet.
-type openAnchor struct {
+// anchoredCollection is an anchored collection whose end is not reached yet.
+type anchoredCollection struct {
 	name uint64
 	// depth is the flow depth inside a flow collection; 0 for a block
 	// collection, which ends at a line indented at most col.
@@ -547,7 +547,7 @@ func (s *yamlScanner) node(count uint64) {
 // > 0), counted at once, or a block node, counted when it shows itself a
 // collection.
 func (s *yamlScanner) openAnchor(depth, col int) {
-	s.open = append(s.open, openAnchor{name: s.pending.name, depth: depth, col: col, total0: s.total})
+	s.open = append(s.open, anchoredCollection{name: s.pending.name, depth: depth, col: col, total0: s.total})
 	s.openNames[s.pending.name]++
 	s.pending = pendingAnchor{}
 	if depth > 0 {
