@@ -55,6 +55,7 @@ func TestAliasLowerBound(t *testing.T) {
 		{"quoted text", "a: &a x\nk: \"*a, [*a]\"\nl: '*a'\nm: *a\n", true},
 		{"json style", "{\"a\": &a [1, 2], \"b\": [*a, *a], \"c\":*a}\n", true},
 		{"comment", "a: &a [1]\nb: *a # *a *a\n# *a\n", true},
+		{"comment after a flow collection", "a: &a [1]#: *a *a\nb: *a\n", true},
 		{"recursive", "a: &a [1, *a]\n", true},
 		{"redefined anchor", "a: &x [1]\nb: &x [1, 2, 3]\nc: *x\n", true},
 		{"document end", "a: &a [1]\nb: *a\n...\nc: [*a, *a]\n", true},

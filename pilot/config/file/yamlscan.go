@@ -119,7 +119,9 @@ func (s *yamlScanner) run() {
 			}
 		case c == ' ' || c == '\t' || c == '\r':
 			s.pos++
-		case c == '#' && (s.pos == s.lineStart || isBlank(s.doc[s.pos-1])):
+		case c == '#':
+			// A comment wherever a token may start, even right after "]"
+			// (inside plain scalars, plain() reads only " #" as one).
 			s.pos = s.eol(s.pos)
 		default:
 			if !s.token() {
