@@ -50,6 +50,7 @@ func TestAliasLowerBound(t *testing.T) {
 		{"anchored scalar", "k: &s 'it''s long'\nl: [*s, *s, *s]\n", true},
 		{"compact sequence under a key", "k: &s\n- 1\n- 2\nl: [*s, *s]\n", false},
 		{"compact sequence holding aliases", "t: &t 1\nk: &s\n- *t\n- 2\nl: [*s, *s]\n", false},
+		{"recursive compact sequence", "k:\n  0: &p\n  - *p\n", false},
 		{"plain continuation is text", "a: &a x\nk: text\n  - *a\n  *a\nl: *a\n", false},
 		{"block scalar is text", "a: &a x\nk: |\n  - *a\n  *a\nl: *a\n", false},
 		{"quoted text", "a: &a x\nk: \"*a, [*a]\"\nl: '*a'\nm: *a\n", true},

@@ -167,7 +167,7 @@ func (s *yamlScanner) startLine(p int) bool {
 			return false
 		default:
 			s.skipping = false
-			s.blockLine(indent)
+			s.blockLine(indent, rest)
 			s.lineStart, s.pos = p, p+indent
 			s.expect, s.ownerCol, s.propsCol = true, -1, -1
 			if indent == 0 && s.topLevel != nil {
@@ -182,8 +182,9 @@ func (s *yamlScanner) startLine(p int) bool {
 }
 
 // blockLine ends the block collections a line indented at indent leaves,
-// and starts the one a pending anchor at the end of the previous line marks.
-func (s *yamlScanner) blockLine(indent int) {
+// and starts the node a pending anchor at the end of the previous line
+// marks; rest is the line after its indentation.
+func (s *yamlScanner) blockLine(indent int, rest []byte) {
 	for len(s.open) > 0 {
 		top := s.open[len(s.open)-1]
 		if top.depth != 0 || top.col < indent {
@@ -193,9 +194,14 @@ func (s *yamlScanner) blockLine(indent int) {
 	}
 	// An anchor alone on the root's line marks the root, wherever it starts.
 	if s.pending.ok && s.pending.eol && s.block {
-		if indent > s.pending.col {
+		switch {
+		case indent > s.pending.col:
 			s.openAnchor(0, s.pending.col)
-		} else {
+		case indent == s.pending.col && rest[0] == '-' && (len(rest) == 1 || isBlank(rest[1])):
+			// A sequence at the key's indentation, or the next entry of
+			// the anchor's own sequence: the node cannot be placed.
+			s.pending = pendingAnchor{}
+		default:
 			s.node(1) // an empty node
 		}
 	}
