@@ -59,6 +59,7 @@ func TestAliasLowerBound(t *testing.T) {
 		{"comment after a flow collection", "a: &a [1]#: *a *a\nb: *a\n", true},
 		{"recursive", "a: &a [1, *a]\n", true},
 		{"redefined anchor", "a: &x [1]\nb: &x [1, 2, 3]\nc: *x\n", true},
+		{"redefined anchor not placed", "a: &x [1, 2, 3]\nb:\n  - &x\n  - *x\n", false},
 		{"document end", "a: &a [1]\nb: *a\n...\nc: [*a, *a]\n", true},
 		{"key anchor", "&k key: v\nz: *k\n", true},
 		{"multi-line flow", "a: &a [\n  1,\n  2\n]\nb: [\n  *a,\n  *a\n]\n", true},

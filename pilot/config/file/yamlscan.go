@@ -309,6 +309,9 @@ func (s *yamlScanner) token() bool {
 		}
 		s.pos = end
 		if c == '&' {
+			// Aliases from here on name this node, not an earlier one of
+			// the same name, known or not.
+			delete(s.sizes, name)
 			s.pending = pendingAnchor{ok: true, name: name, col: s.col()}
 		} else {
 			if s.pending.ok {
