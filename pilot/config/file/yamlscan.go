@@ -36,7 +36,7 @@ type yamlScanner struct {
 	sizes map[uint64]uint64
 	// open are the anchored collections being read, innermost last;
 	// openNames counts them by name (an alias to one of them is recursive).
-	open      []openAnchor
+	open      []anchoredCollection
 	openNames map[uint64]int
 	pending   pendingAnchor
 	// total is the bound so far; the count of an anchored collection is
@@ -78,8 +78,8 @@ func newYAMLScanner(doc []byte, limit uint64) *yamlScanner {
 		openNames: map[uint64]int{}, ownerCol: -1, parentCol: -1, propsCol: -1}
 }
 
-// openAnchor is an anchored collection whose end is not reached yet.
-type openAnchor struct {
+// anchoredCollection is an anchored collection whose end is not reached yet.
+type anchoredCollection struct {
 	name uint64
 	// depth is the flow depth inside a flow collection; 0 for a block
 	// collection, which ends at a line indented at most col.
@@ -119,7 +119,9 @@ func (s *yamlScanner) run() {
 			}
 		case c == ' ' || c == '\t' || c == '\r':
 			s.pos++
-		case c == '#' && (s.pos == s.lineStart || isBlank(s.doc[s.pos-1])):
+		case c == '#':
+			// A comment wherever a token may start, even right after "]"
+			// (inside plain scalars, plain() reads only " #" as one).
 			s.pos = s.eol(s.pos)
 		default:
 			if !s.token() {
@@ -165,7 +167,7 @@ func (s *yamlScanner) startLine(p int) bool {
 			return false
 		default:
 			s.skipping = false
-			s.blockLine(indent)
+			s.blockLine(indent, rest)
 			s.lineStart, s.pos = p, p+indent
 			s.expect, s.ownerCol, s.propsCol = true, -1, -1
 			if indent == 0 && s.topLevel != nil {
@@ -180,8 +182,9 @@ func (s *yamlScanner) startLine(p int) bool {
 }
 
 // blockLine ends the block collections a line indented at indent leaves,
-// and starts the one a pending anchor at the end of the previous line marks.
-func (s *yamlScanner) blockLine(indent int) {
+// and starts the node a pending anchor at the end of the previous line
+// marks; rest is the line after its indentation.
+func (s *yamlScanner) blockLine(indent int, rest []byte) {
 	for len(s.open) > 0 {
 		top := s.open[len(s.open)-1]
 		if top.depth != 0 || top.col < indent {
@@ -191,9 +194,14 @@ func (s *yamlScanner) blockLine(indent int) {
 	}
 	// An anchor alone on the root's line marks the root, wherever it starts.
 	if s.pending.ok && s.pending.eol && s.block {
-		if indent > s.pending.col {
+		switch {
+		case indent > s.pending.col:
 			s.openAnchor(0, s.pending.col)
-		} else {
+		case indent == s.pending.col && rest[0] == '-' && (len(rest) == 1 || isBlank(rest[1])):
+			// A sequence at the key's indentation, or the next entry of
+			// the anchor's own sequence: the node cannot be placed.
+			s.pending = pendingAnchor{}
+		default:
 			s.node(1) // an empty node
 		}
 	}
@@ -301,6 +309,9 @@ func (s *yamlScanner) token() bool {
 		}
 		s.pos = end
 		if c == '&' {
+			// Aliases from here on name this node, not an earlier one of
+			// the same name, known or not.
+			delete(s.sizes, name)
 			s.pending = pendingAnchor{ok: true, name: name, col: s.col()}
 		} else {
 			if s.pending.ok {
@@ -547,7 +558,7 @@ func (s *yamlScanner) node(count uint64) {
 // > 0), counted at once, or a block node, counted when it shows itself a
 // collection.
 func (s *yamlScanner) openAnchor(depth, col int) {
-	s.open = append(s.open, openAnchor{name: s.pending.name, depth: depth, col: col, total0: s.total})
+	s.open = append(s.open, anchoredCollection{name: s.pending.name, depth: depth, col: col, total0: s.total})
 	s.openNames[s.pending.name]++
 	s.pending = pendingAnchor{}
 	if depth > 0 {
