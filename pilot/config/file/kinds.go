@@ -9,8 +9,12 @@ import (
 )
 
 // isIstioGroup reports whether group is an Istio API group, whose every
-// kind the loader must either read or report.
-func isIstioGroup(group string) bool { return strings.HasSuffix(group, ".istio.io") }
+// kind the loader must either read or report. install.istio.io
+// (IstioOperator) is installer input, not mesh config: istiod ignores it
+// in a config directory, and so does the loader.
+func isIstioGroup(group string) bool {
+	return strings.HasSuffix(group, ".istio.io") && group != "install.istio.io"
+}
 
 // istioKinds returns, by API group, the Istio resource kinds that
 // istio.io/client-go defines.

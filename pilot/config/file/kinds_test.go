@@ -122,3 +122,17 @@ func TestLongKindIsClipped(t *testing.T) {
 		t.Errorf("logged name %q is not marked as clipped", ws[0]["name"])
 	}
 }
+
+// An IstioOperator (install.istio.io) in the directory is ignored, as
+// istiod ignores it, not reported as an unknown Istio kind.
+func TestIstioOperatorIgnored(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "iop.yaml", "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nmetadata: {name: x, namespace: istio-system}\nspec: {profile: default}\n")
+	snap, err := newTestLoader(dir, nil).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Errors) != 0 || snap.Ignored != 1 {
+		t.Fatalf("errors %v, ignored %d; want none and 1", snap.Errors, snap.Ignored)
+	}
+}
