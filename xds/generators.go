@@ -7,19 +7,25 @@ import (
 )
 
 // GeneratorTable maps type URLs to generators for each kind of client. It is
-// resolved in one place, Generator; there is no fallback between tables.
+// resolved in one place, Generator; there is no fallback between columns, so
+// a type a column leaves out is not served to that kind of client.
 type GeneratorTable struct {
-	// Sidecar serves Envoy sidecars and routers: CDS, EDS, LDS, RDS (SDS later).
+	// Sidecar serves Envoy sidecars.
 	Sidecar map[string]model.Generator
+	// Router serves Envoy gateways (node type router).
+	Router map[string]model.Generator
 	// GRPC serves proxyless gRPC clients (node metadata GENERATOR=grpc).
 	GRPC map[string]model.Generator
 }
 
 // Generator returns the generator of typeURL for proxy, or nil when the
-// proxy's table has none.
+// proxy's column has none.
 func (t GeneratorTable) Generator(proxy *model.Proxy, typeURL string) model.Generator {
-	if proxy.IsGRPC() {
+	switch {
+	case proxy.IsGRPC():
 		return t.GRPC[typeURL]
+	case proxy.Type == model.Router:
+		return t.Router[typeURL]
 	}
 	return t.Sidecar[typeURL]
 }

@@ -15,17 +15,25 @@ import (
 )
 
 // generatorTable is the one place that says which generator serves which
-// type for which kind of client. Routers (gateways) get their listeners and
-// routes from the gateway package, and credentialName secrets over SDS from
-// secrets (nil: none served), other namespaces' only as authz allows.
+// type for which kind of client. Sidecars and routers (gateways) share CDS,
+// EDS and SDS and differ in LDS and RDS; credentialName secrets go over SDS
+// from secrets (nil: none served), other namespaces' only as authz allows.
 func generatorTable(secrets secret.SecretLister, authz secret.Authorizer, log *slog.Logger) xds.GeneratorTable {
+	sds := secret.Generator{Secrets: secrets, Authorizer: authz, Logger: log.With("generator", "sds")}
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
 			model.ClusterType:  cluster.Generator{},
 			model.EndpointType: endpoint.Generator{},
-			model.ListenerType: gateway.ByNodeType{Sidecar: listener.Generator{}, Router: gateway.ListenerGenerator{}},
-			model.RouteType:    gateway.ByNodeType{Sidecar: route.Generator{}, Router: gateway.RouteGenerator{}},
-			model.SecretType:   secret.Generator{Secrets: secrets, Authorizer: authz, Logger: log.With("generator", "sds")},
+			model.ListenerType: listener.Generator{},
+			model.RouteType:    route.Generator{},
+			model.SecretType:   sds,
+		},
+		Router: map[string]model.Generator{
+			model.ClusterType:  cluster.Generator{},
+			model.EndpointType: endpoint.Generator{},
+			model.ListenerType: gateway.ListenerGenerator{},
+			model.RouteType:    gateway.RouteGenerator{},
+			model.SecretType:   sds,
 		},
 		GRPC: grpcgen.Generators(),
 	}

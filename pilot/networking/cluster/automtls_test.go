@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 )
 
@@ -45,7 +46,7 @@ func checkAutoMTLS(t *testing.T, c *clusterv3.Cluster, subset string) {
 	if b, err := (proto.MarshalOptions{Deterministic: true}).Marshal(ctx); err != nil || !bytes.Equal(b, m[0].GetTransportSocket().GetTypedConfig().GetValue()) {
 		t.Errorf("%s: tlsMode-istio context bytes differ from its canonical encoding (%v)", c.Name, err)
 	}
-	_, _, host, _, _ := cluster.ParseName(c.Name)
+	_, _, host, _, _ := clustername.Parse(c.Name)
 	if want := cluster.IstioMutualSNI(9080, subset, host); ctx.GetSni() != want {
 		t.Errorf("%s: SNI %q, want %q", c.Name, ctx.GetSni(), want)
 	}

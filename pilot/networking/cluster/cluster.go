@@ -1,3 +1,4 @@
+// Package cluster builds the Envoy clusters (CDS) of a sidecar.
 package cluster
 
 import (
@@ -13,6 +14,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
+	"github.com/meshpilot/meshpilot/pilot/networking/trafficpolicy"
 )
 
 // HTTPProtocolOptionsKey is the typed_extension_protocol_options key of upstream HTTP settings.
@@ -125,7 +128,7 @@ func subsetNames(rule *networking.DestinationRule) []string {
 // usesIstioMutual reports whether any policy of rule asks for ISTIO_MUTUAL
 // (its clusters then name the destination's service accounts).
 func usesIstioMutual(rule *networking.DestinationRule) bool {
-	for _, pa := range Policies(rule) {
+	for _, pa := range trafficpolicy.All(rule) {
 		if pa.Policy.GetTls().GetMode() == networking.ClientTLSSettings_ISTIO_MUTUAL {
 			return true
 		}
@@ -187,7 +190,7 @@ func BuiltinClusters(timeout *durationpb.Duration) []*clusterv3.Cluster {
 func outbound(push *model.PushContext, svc *model.Service, port model.Port, subset string, labels map[string]string,
 	policy *networking.TrafficPolicy, sas []string, auto *autoMTLSPort, timeout *durationpb.Duration,
 ) (*clusterv3.Cluster, error) {
-	name := BuildName(Outbound, subset, svc.Hostname, port.Port)
+	name := clustername.Build(clustername.Outbound, subset, svc.Hostname, port.Port)
 	c := &clusterv3.Cluster{Name: name, ConnectTimeout: timeout}
 	switch svc.Resolution {
 	case model.ClientSideLB:
@@ -345,7 +348,7 @@ func ingressCluster(proxy *model.Proxy, in model.IngressListener, timeout *durat
 // staticInbound builds "inbound|PORT||", a STATIC cluster to addr, HTTP/2
 // upstream for HTTP/2 protocols.
 func staticInbound(port uint32, addr *corev3.Address, protocol model.Protocol, timeout *durationpb.Duration) (*clusterv3.Cluster, error) {
-	name := BuildName(Inbound, "", "", port)
+	name := clustername.Build(clustername.Inbound, "", "", port)
 	c := &clusterv3.Cluster{
 		Name:                 name,
 		ConnectTimeout:       timeout,
@@ -371,21 +374,21 @@ func staticInbound(port uint32, addr *corev3.Address, protocol model.Protocol, t
 
 func blackHole(timeout *durationpb.Duration) *clusterv3.Cluster {
 	return &clusterv3.Cluster{
-		Name:                 BlackHole,
+		Name:                 clustername.BlackHole,
 		ConnectTimeout:       timeout,
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 	}
 }
 
 func passthrough(timeout *durationpb.Duration) *clusterv3.Cluster {
-	c := &clusterv3.Cluster{Name: Passthrough, ConnectTimeout: timeout}
+	c := &clusterv3.Cluster{Name: clustername.Passthrough, ConnectTimeout: timeout}
 	setOriginalDst(c)
 	return c
 }
 
 func inboundPassthrough(timeout *durationpb.Duration) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{
-		Name:           InboundPassthrough,
+		Name:           clustername.InboundPassthrough,
 		ConnectTimeout: timeout,
 		UpstreamBindConfig: &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
 			Address:       inboundPassthroughSource,

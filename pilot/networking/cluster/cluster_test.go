@@ -14,35 +14,9 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 )
-
-func TestBuildAndParseName(t *testing.T) {
-	cases := []struct {
-		dir, subset, host string
-		port              uint32
-		want              string
-	}{
-		{cluster.Outbound, "", nt.ReviewsHost, 9080, "outbound|9080||reviews.default.svc.cluster.local"},
-		{cluster.Outbound, "v1", nt.ReviewsHost, 9080, "outbound|9080|v1|reviews.default.svc.cluster.local"},
-		{cluster.Inbound, "", "", 9081, "inbound|9081||"},
-	}
-	for _, c := range cases {
-		got := cluster.BuildName(c.dir, c.subset, c.host, c.port)
-		if got != c.want {
-			t.Errorf("BuildName = %q, want %q", got, c.want)
-		}
-		dir, subset, host, port, ok := cluster.ParseName(got)
-		if !ok || dir != c.dir || subset != c.subset || host != c.host || port != c.port {
-			t.Errorf("ParseName(%q) = %q %q %q %d %v", got, dir, subset, host, port, ok)
-		}
-	}
-	for _, bad := range []string{"BlackHoleCluster", "outbound|x||h", "sideways|80||h", "outbound|80|h", "outbound|0||h"} {
-		if _, _, _, _, ok := cluster.ParseName(bad); ok {
-			t.Errorf("ParseName(%q) ok, want not ok", bad)
-		}
-	}
-}
 
 func buildStandard(t *testing.T, mutate func(*nt.Input)) map[string]*clusterv3.Cluster {
 	t.Helper()
@@ -82,9 +56,9 @@ func TestBuildStandard(t *testing.T) {
 		"outbound|27017||" + nt.MongoExtHost: {clusterv3.Cluster_LOGICAL_DNS, clusterv3.Cluster_LEAST_REQUEST},
 		"outbound|5432||" + nt.StatefulHost:  {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
 		"inbound|9081||":                     {clusterv3.Cluster_STATIC, clusterv3.Cluster_ROUND_ROBIN},
-		cluster.BlackHole:                    {clusterv3.Cluster_STATIC, clusterv3.Cluster_ROUND_ROBIN},
-		cluster.Passthrough:                  {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
-		cluster.InboundPassthrough:           {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
+		clustername.BlackHole:                {clusterv3.Cluster_STATIC, clusterv3.Cluster_ROUND_ROBIN},
+		clustername.Passthrough:              {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
+		clustername.InboundPassthrough:       {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
 	}
 	if len(got) != len(want) {
 		names := make([]string, 0, len(got))
@@ -144,10 +118,10 @@ func TestBuildStandard(t *testing.T) {
 	if isa.GetAddress() != "127.0.0.1" || isa.GetPortValue() != 9081 {
 		t.Errorf("inbound endpoint %v, want 127.0.0.1:9081", isa)
 	}
-	if src := got[cluster.InboundPassthrough].GetUpstreamBindConfig().GetSourceAddress().GetAddress(); src != "127.0.0.6" {
+	if src := got[clustername.InboundPassthrough].GetUpstreamBindConfig().GetSourceAddress().GetAddress(); src != "127.0.0.6" {
 		t.Errorf("InboundPassthroughCluster source %q, want 127.0.0.6", src)
 	}
-	if got[cluster.BlackHole].GetLoadAssignment() != nil {
+	if got[clustername.BlackHole].GetLoadAssignment() != nil {
 		t.Errorf("BlackHoleCluster has endpoints")
 	}
 }

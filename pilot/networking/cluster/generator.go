@@ -8,6 +8,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
 // Generator serves CDS. It is stateless; the zero value is ready to use.
@@ -48,7 +49,7 @@ func (Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
 	}
-	res, err := Resources(inbound, clusterName)
+	res, err := resource.MarshalAll(inbound, clusterName)
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: inbound: %w", proxy.ID, err)
 	}
@@ -56,7 +57,7 @@ func (Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.
 	builtin, ok := cache.Get(builtinKey)
 	if !ok {
 		tok := cache.Token(push)
-		if builtin, err = Resources(BuiltinClusters(timeout), clusterName); err != nil {
+		if builtin, err = resource.MarshalAll(BuiltinClusters(timeout), clusterName); err != nil {
 			return nil, fmt.Errorf("cds for %s: built-in clusters: %w", proxy.ID, err)
 		}
 		cache.Add(builtinKey, nil, tok, builtin)
@@ -100,7 +101,7 @@ func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
 	}
-	res, err := Resources(cs, clusterName)
+	res, err := resource.MarshalAll(cs, clusterName)
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: service %s: %w", proxy.ID, svc.Hostname, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 )
 
@@ -30,7 +31,7 @@ func TestGolden(t *testing.T) {
 			}
 			var outbound []proto.Message
 			for _, c := range clusters {
-				if !strings.HasPrefix(c.Name, cluster.Outbound+"|") {
+				if !strings.HasPrefix(c.Name, clustername.Outbound+"|") {
 					continue
 				}
 				nt.ValidateRecursively(t, c)

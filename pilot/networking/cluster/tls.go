@@ -13,23 +13,11 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/credential"
 )
 
-// SDS names as Istio uses them.
-const (
-	// SDSClusterName is the agent's SDS server cluster in the Envoy bootstrap.
-	SDSClusterName = "sds-grpc"
-	// SecretDefault is the workload's key and certificate chain.
-	SecretDefault = "default"
-	// SecretRootCA is the mesh's root certificate.
-	SecretRootCA = "ROOTCA"
-	// CredentialPrefix prefixes a credentialName (a Kubernetes Secret).
-	CredentialPrefix = "kubernetes://"
-	// CredentialCASuffix names the CA part of a credentialName secret.
-	CredentialCASuffix = "-cacert"
-	// TransportSocketTLS is Envoy's TLS transport socket name.
-	TransportSocketTLS = "envoy.transport_sockets.tls"
-)
+// TransportSocketTLS is Envoy's TLS transport socket name.
+const TransportSocketTLS = "envoy.transport_sockets.tls"
 
 // ALPN values Istio advertises to in-mesh upstreams (with metadata exchange).
 var (
@@ -40,22 +28,6 @@ var (
 // IstioMutualSNI is the SNI Istio sends for ISTIO_MUTUAL: "outbound_.PORT_.SUBSET_.HOST".
 func IstioMutualSNI(port uint32, subset, host string) string {
 	return "outbound_." + strconv.FormatUint(uint64(port), 10) + "_." + subset + "_." + host
-}
-
-// AgentSDSConfig is the SdsSecretConfig fetching secret name from the
-// agent's SDS server (cluster sds-grpc).
-func AgentSDSConfig(name string) *tlsv3.SdsSecretConfig {
-	return &tlsv3.SdsSecretConfig{Name: name, SdsConfig: &corev3.ConfigSource{
-		ResourceApiVersion: corev3.ApiVersion_V3,
-		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
-			ApiType:                   corev3.ApiConfigSource_GRPC,
-			SetNodeOnFirstMessageOnly: true,
-			TransportApiVersion:       corev3.ApiVersion_V3,
-			GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: SDSClusterName},
-			}}},
-		}},
-	}}
 }
 
 // credentialSDSConfig fetches a credentialName secret from the control
@@ -101,8 +73,8 @@ func upstreamTLS(tls *networking.ClientTLSSettings, t tlsTarget) *tlsv3.Upstream
 		if len(sans) == 0 {
 			sans = t.serviceAccounts
 		}
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{AgentSDSConfig(SecretDefault)}
-		common.ValidationContextType = combined(sans, AgentSDSConfig(SecretRootCA))
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{credential.AgentSDSConfig(credential.WorkloadCert)}
+		common.ValidationContextType = combined(sans, credential.AgentSDSConfig(credential.RootCA))
 		setCRL(common, tls.GetCaCrl())
 		common.AlpnProtocols = alpnInMesh
 		if h2 {
@@ -117,21 +89,21 @@ func upstreamTLS(tls *networking.ClientTLSSettings, t tlsTarget) *tlsv3.Upstream
 		skipVerify := tls.GetInsecureSkipVerify().GetValue()
 		switch {
 		case tls.GetCredentialName() != "":
-			name := CredentialPrefix + tls.GetCredentialName()
+			name := credential.KubernetesPrefix + tls.GetCredentialName()
 			if mutual {
 				common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{credentialSDSConfig(name)}
 			}
 			if !skipVerify {
-				common.ValidationContextType = combined(sans, credentialSDSConfig(name+CredentialCASuffix))
+				common.ValidationContextType = combined(sans, credentialSDSConfig(name+credential.CASuffix))
 			}
 		default:
 			if mutual {
 				common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{
-					AgentSDSConfig("file-cert:" + tls.GetClientCertificate() + "~" + tls.GetPrivateKey()),
+					credential.AgentSDSConfig("file-cert:" + tls.GetClientCertificate() + "~" + tls.GetPrivateKey()),
 				}
 			}
 			if !skipVerify && tls.GetCaCertificates() != "" {
-				common.ValidationContextType = combined(sans, AgentSDSConfig("file-root:"+tls.GetCaCertificates()))
+				common.ValidationContextType = combined(sans, credential.AgentSDSConfig("file-root:"+tls.GetCaCertificates()))
 				setCRL(common, tls.GetCaCrl())
 			}
 		}

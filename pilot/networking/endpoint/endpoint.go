@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // Build returns one assignment per cluster name, in the order of names.
@@ -52,8 +53,8 @@ type target struct {
 }
 
 func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
-	dir, subset, host, portNum, ok := cluster.ParseName(name)
-	if !ok || dir != cluster.Outbound {
+	dir, subset, host, portNum, ok := clustername.Parse(name)
+	if !ok || dir != clustername.Outbound {
 		return target{}
 	}
 	t := target{svc: push.ServiceByHost(host), subset: subset}

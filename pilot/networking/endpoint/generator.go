@@ -6,7 +6,8 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
+	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
 // Generator serves EDS. It is stateless; the zero value is ready to use.
@@ -71,7 +72,7 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	if t.svc == nil {
 		// Not a cluster of a known service: empty, cheap, not cached.
 		cla, _ := t.build(push, name)
-		return cluster.Resource(name, cla)
+		return resource.Marshal(name, cla)
 	}
 	key := model.XDSCacheKey{Type: model.EndpointType, Name: name, Scope: t.locality.scope(proxy)}
 	if t.dr != nil {
@@ -87,7 +88,7 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	}
 	cla, labels := t.build(push, name)
 	t.locality.apply(cla, proxy, labels)
-	r, err := cluster.Resource(name, cla)
+	r, err := resource.Marshal(name, cla)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func AffectedClusters(names []string, req *model.PushRequest) []string {
 	}
 	var out []string
 	for _, n := range names {
-		if _, _, host, _, ok := cluster.ParseName(n); ok && hosts[host] {
+		if _, _, host, _, ok := clustername.Parse(n); ok && hosts[host] {
 			out = append(out, n)
 		}
 	}

@@ -212,17 +212,11 @@ func TestUnboundRouteAnswers404(t *testing.T) {
 	}
 }
 
-func TestGeneratorsDispatch(t *testing.T) {
+func TestGenerators(t *testing.T) {
 	push := bookinfoWith(t, "bookinfo-networking/bookinfo-gateway.yaml")
-	sidecar := stubGenerator{name: "sidecar"}
-	g := gateway.ByNodeType{Sidecar: sidecar, Router: gateway.ListenerGenerator{}}
-	res, err := g.Generate(ingress(), push, &model.WatchedResource{TypeURL: model.ListenerType, Wildcard: true}, nil)
+	res, err := gateway.ListenerGenerator{}.Generate(ingress(), push, &model.WatchedResource{TypeURL: model.ListenerType, Wildcard: true}, nil)
 	if err != nil || len(res) != 1 || res[0].GetName() != "0.0.0.0_8080" {
 		t.Fatalf("router LDS: %v %v", res, err)
-	}
-	res, err = g.Generate(nt.BookinfoProxy("productpage-v1"), push, nil, nil)
-	if err != nil || len(res) != 1 || res[0].GetName() != "sidecar" {
-		t.Fatalf("sidecar LDS: %v %v", res, err)
 	}
 	w := &model.WatchedResource{TypeURL: model.RouteType, ResourceNames: map[string]struct{}{"http.8080": {}}}
 	res, err = gateway.RouteGenerator{}.Generate(ingress(), push, w, nil)

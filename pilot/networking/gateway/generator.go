@@ -11,7 +11,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
 // ListenerGenerator serves LDS to router proxies (BuildListeners). Logger
@@ -36,18 +36,9 @@ type RouteGenerator struct {
 	Logger *slog.Logger
 }
 
-// ByNodeType serves sidecars with Sidecar and routers with Router: the
-// dispatch for one type URL. (The sidecar generators cannot call this
-// package themselves: it builds on theirs.)
-type ByNodeType struct {
-	Sidecar model.Generator
-	Router  model.Generator
-}
-
 var (
 	_ model.Generator = ListenerGenerator{}
 	_ model.Generator = RouteGenerator{}
-	_ model.Generator = ByNodeType{}
 )
 
 func logger(l *slog.Logger, proxy *model.Proxy) *slog.Logger {
@@ -99,7 +90,7 @@ func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext,
 	ls := BuildListeners(proxy, push, logger(g.Logger, proxy))
 	out := make(model.Resources, 0, len(ls))
 	for _, l := range ls {
-		r, err := cluster.Resource(l.Name, l)
+		r, err := resource.Marshal(l.Name, l)
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
 		}
@@ -128,7 +119,7 @@ func (g RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w 
 		}
 		tok := cache.Token(push)
 		rc := BuildRouteConfiguration(proxy, push, n, log)
-		r, err := cluster.Resource(n, rc)
+		r, err := resource.Marshal(n, rc)
 		if err != nil {
 			return nil, fmt.Errorf("rds for %s: route %s: %w", proxy.ID, n, err)
 		}
@@ -136,16 +127,4 @@ func (g RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w 
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// Generate dispatches on the proxy's node type; a nil generator serves nothing.
-func (g ByNodeType) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, req *model.PushRequest) (model.Resources, error) {
-	gen := g.Sidecar
-	if proxy.Type == model.Router {
-		gen = g.Router
-	}
-	if gen == nil {
-		return nil, nil
-	}
-	return gen.Generate(proxy, push, w, req)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
 )
 
@@ -252,7 +253,7 @@ func tcpProxy(routes []*networking.RouteDestination, ns string, push *model.Push
 		if w == 0 {
 			w = 100
 		}
-		name := cluster.BuildName(cluster.Outbound, d.GetSubset(), model.ResolveShortname(d.GetHost(), ns, push.DomainSuffix), port)
+		name := clustername.Build(clustername.Outbound, d.GetSubset(), model.ResolveShortname(d.GetHost(), ns, push.DomainSuffix), port)
 		weighted = append(weighted, &tcpv3.TcpProxy_WeightedCluster_ClusterWeight{Name: name, Weight: w})
 	}
 	switch len(weighted) {

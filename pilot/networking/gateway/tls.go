@@ -11,6 +11,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/credential"
 )
 
 // alpnHTTPS is what a TLS-terminating gateway offers clients, as in Istio.
@@ -19,13 +20,13 @@ var alpnHTTPS = []string{"h2", "http/1.1"}
 // CredentialSecret is the SDS name of a credentialName's certificate and
 // key ("kubernetes://NAME"), served by the control plane over ADS.
 func CredentialSecret(credentialName string) string {
-	return cluster.CredentialPrefix + credentialName
+	return credential.KubernetesPrefix + credentialName
 }
 
 // CredentialCASecret is the SDS name of a credentialName's CA certificate
 // ("kubernetes://NAME-cacert").
 func CredentialCASecret(credentialName string) string {
-	return cluster.CredentialPrefix + credentialName + cluster.CredentialCASuffix
+	return credential.KubernetesPrefix + credentialName + credential.CASuffix
 }
 
 // adsSecret fetches secret name from the control plane over ADS.
@@ -52,8 +53,8 @@ func downstreamTLS(s *networking.Server, alpn []string) (*corev3.TransportSocket
 	mode := tls.GetMode()
 	mutual := mode == networking.ServerTLSSettings_MUTUAL || mode == networking.ServerTLSSettings_OPTIONAL_MUTUAL
 	if mode == networking.ServerTLSSettings_ISTIO_MUTUAL {
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{cluster.AgentSDSConfig(cluster.SecretDefault)}
-		common.ValidationContextType = combined(tls, cluster.AgentSDSConfig(cluster.SecretRootCA))
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{credential.AgentSDSConfig(credential.WorkloadCert)}
+		common.ValidationContextType = combined(tls, credential.AgentSDSConfig(credential.RootCA))
 		ctx.RequireClientCertificate = wrapperspb.Bool(true)
 	} else {
 		if mode != networking.ServerTLSSettings_SIMPLE && !mutual {

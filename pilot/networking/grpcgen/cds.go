@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/trafficpolicy"
 )
 
 // ClusterGenerator builds EDS clusters "outbound|PORT|SUBSET|FQDN": one per
@@ -141,17 +142,17 @@ func buildCluster(name string, ct clusterTarget) *clusterv3.Cluster {
 // PolicyWarnings names every traffic policy field of the DestinationRule dr
 // that proxyless gRPC clusters do not carry out, one message each.
 func PolicyWarnings(dr *model.Config) []string {
-	out := cluster.PolicyWarnings(dr, grpcUnsupported)
+	out := trafficpolicy.Warnings(dr, grpcUnsupported)
 	for i := range out {
 		out[i] += " (proxyless gRPC)"
 	}
 	return out
 }
 
-func grpcUnsupported(p *networking.TrafficPolicy) cluster.Notes {
-	var out cluster.Notes
+func grpcUnsupported(p *networking.TrafficPolicy) trafficpolicy.Notes {
+	var out trafficpolicy.Notes
 	out.AddIgnoredEverywhere(p)
-	out.Add(p.GetTls() != nil && p.GetTls().GetMode() != networking.ClientTLSSettings_DISABLE, "tls", cluster.Ignored)
+	out.Add(p.GetTls() != nil && p.GetTls().GetMode() != networking.ClientTLSSettings_DISABLE, "tls", trafficpolicy.Ignored)
 	lb := p.GetLoadBalancer()
 	switch lb.GetSimple() {
 	case networking.LoadBalancerSettings_RANDOM, networking.LoadBalancerSettings_PASSTHROUGH:
@@ -162,23 +163,23 @@ func grpcUnsupported(p *networking.TrafficPolicy) cluster.Notes {
 	out.Add(ch.GetHttpCookie() != nil, "loadBalancer.consistentHash.httpCookie", "gRPC hashes on headers only, ignored")
 	out.Add(ch.GetUseSourceIp(), "loadBalancer.consistentHash.useSourceIp", "gRPC hashes on headers only, ignored")
 	out.Add(ch.GetHttpQueryParameterName() != "", "loadBalancer.consistentHash.httpQueryParameterName", "gRPC hashes on headers only, ignored")
-	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", cluster.Ignored)
-	out.Add(lb.GetWarmupDurationSecs() != nil || lb.GetWarmup() != nil, "loadBalancer.warmup", cluster.Ignored)
+	out.Add(lb.GetZoneAwareLbSetting() != nil, "loadBalancer.zoneAwareLbSetting", trafficpolicy.Ignored)
+	out.Add(lb.GetWarmupDurationSecs() != nil || lb.GetWarmup() != nil, "loadBalancer.warmup", trafficpolicy.Ignored)
 	cp := p.GetConnectionPool()
-	out.Add(cp.GetTcp() != nil, "connectionPool.tcp", cluster.Ignored)
+	out.Add(cp.GetTcp() != nil, "connectionPool.tcp", trafficpolicy.Ignored)
 	h := cp.GetHttp()
-	out.Add(h.GetHttp1MaxPendingRequests() != 0, "connectionPool.http.http1MaxPendingRequests", cluster.Ignored)
-	out.Add(h.GetMaxRequestsPerConnection() != 0, "connectionPool.http.maxRequestsPerConnection", cluster.Ignored)
-	out.Add(h.GetMaxRetries() != 0, "connectionPool.http.maxRetries", cluster.Ignored)
-	out.Add(h.GetIdleTimeout() != nil, "connectionPool.http.idleTimeout", cluster.Ignored)
-	out.Add(h.GetH2UpgradePolicy() != networking.ConnectionPoolSettings_HTTPSettings_DEFAULT, "connectionPool.http.h2UpgradePolicy", cluster.Ignored)
-	out.Add(h.GetUseClientProtocol(), "connectionPool.http.useClientProtocol", cluster.Ignored)
-	out.Add(h.GetMaxConcurrentStreams() != 0, "connectionPool.http.maxConcurrentStreams", cluster.Ignored)
-	out.Add(h.GetHttp2KeepAlive() != nil, "connectionPool.http.http2KeepAlive", cluster.Ignored)
+	out.Add(h.GetHttp1MaxPendingRequests() != 0, "connectionPool.http.http1MaxPendingRequests", trafficpolicy.Ignored)
+	out.Add(h.GetMaxRequestsPerConnection() != 0, "connectionPool.http.maxRequestsPerConnection", trafficpolicy.Ignored)
+	out.Add(h.GetMaxRetries() != 0, "connectionPool.http.maxRetries", trafficpolicy.Ignored)
+	out.Add(h.GetIdleTimeout() != nil, "connectionPool.http.idleTimeout", trafficpolicy.Ignored)
+	out.Add(h.GetH2UpgradePolicy() != networking.ConnectionPoolSettings_HTTPSettings_DEFAULT, "connectionPool.http.h2UpgradePolicy", trafficpolicy.Ignored)
+	out.Add(h.GetUseClientProtocol(), "connectionPool.http.useClientProtocol", trafficpolicy.Ignored)
+	out.Add(h.GetMaxConcurrentStreams() != 0, "connectionPool.http.maxConcurrentStreams", trafficpolicy.Ignored)
+	out.Add(h.GetHttp2KeepAlive() != nil, "connectionPool.http.http2KeepAlive", trafficpolicy.Ignored)
 	od := p.GetOutlierDetection()
-	out.Add(od.GetMinHealthPercent() != 0, "outlierDetection.minHealthPercent", cluster.Ignored)
-	out.Add(od.GetSplitExternalLocalOriginErrors(), "outlierDetection.splitExternalLocalOriginErrors", cluster.Ignored)
+	out.Add(od.GetMinHealthPercent() != 0, "outlierDetection.minHealthPercent", trafficpolicy.Ignored)
+	out.Add(od.GetSplitExternalLocalOriginErrors(), "outlierDetection.splitExternalLocalOriginErrors", trafficpolicy.Ignored)
 	out.Add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
-	out.Add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", cluster.Ignored)
+	out.Add(len(od.GetOutlierDetectionHttpErrorCodes()) > 0, "outlierDetection.outlierDetectionHttpErrorCodes", trafficpolicy.Ignored)
 	return out
 }

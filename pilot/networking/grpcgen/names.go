@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // target is a requested listener or route name resolved against the push:
@@ -80,13 +80,13 @@ func hostPort(host string, port uint32) string {
 
 // clusterName formats Istio's outbound cluster name "outbound|PORT|SUBSET|FQDN".
 func clusterName(port uint32, subset, host string) string {
-	return cluster.BuildName(cluster.Outbound, subset, host, port)
+	return clustername.Build(clustername.Outbound, subset, host, port)
 }
 
 // parseClusterName splits an outbound cluster name into port, subset and host.
 func parseClusterName(name string) (port uint32, subset, host string, err error) {
-	dir, subset, host, port, ok := cluster.ParseName(name)
-	if !ok || dir != cluster.Outbound || host == "" {
+	dir, subset, host, port, ok := clustername.Parse(name)
+	if !ok || dir != clustername.Outbound || host == "" {
 		return 0, "", "", fmt.Errorf("cluster name %q: want outbound|PORT|SUBSET|FQDN", name)
 	}
 	return port, subset, host, nil

@@ -9,7 +9,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
 // Generator serves LDS. Logger may be nil (no logs).
@@ -55,7 +55,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		r, err := cluster.Resource(l.Name, l)
+		r, err := resource.Marshal(l.Name, l)
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
 		}
@@ -69,7 +69,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 	}
 	for _, l := range append([]*listenerv3.Listener{vi}, bound...) {
-		r, err := cluster.Resource(l.Name, l)
+		r, err := resource.Marshal(l.Name, l)
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
 		}
@@ -87,7 +87,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		r, err := cluster.Resource(l.Name, l)
+		r, err := resource.Marshal(l.Name, l)
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
 		}

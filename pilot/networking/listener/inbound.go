@@ -13,6 +13,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
 )
 
@@ -137,7 +138,7 @@ func boundInbound(proxy *model.Proxy, p inboundPort, sec inboundSecurity) (*list
 
 // chains returns the filter chains of p under sec, each matching p's port.
 func (p inboundPort) chains(sec inboundSecurity) ([]*listenerv3.FilterChain, error) {
-	return sec.chains(cluster.BuildName(cluster.Inbound, "", "", p.port), p.port, sec.peer.PortMode(p.port),
+	return sec.chains(clustername.Build(clustername.Inbound, "", "", p.port), p.port, sec.peer.PortMode(p.port),
 		func() ([]*listenerv3.Filter, error) { return p.filters(sec) })
 }
 
@@ -145,7 +146,7 @@ func (p inboundPort) chains(sec inboundSecurity) ([]*listenerv3.FilterChain, err
 // tcp_proxy to the inbound cluster, or an http_connection_manager routing
 // everything to it.
 func (p inboundPort) filters(sec inboundSecurity) ([]*listenerv3.Filter, error) {
-	name := cluster.BuildName(cluster.Inbound, "", "", p.port)
+	name := clustername.Build(clustername.Inbound, "", "", p.port)
 	if !p.protocol.IsHTTP() {
 		return sec.tcpFilters(name)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/authz"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // inboundSecurity is what PeerAuthentication, RequestAuthentication and
@@ -72,7 +72,7 @@ func (s inboundSecurity) chains(base string, port uint32, mode authn.Mode, filte
 		var err error
 		if v.Reject {
 			var f *listenerv3.Filter
-			f, err = TCPProxyFilter(cluster.BlackHole)
+			f, err = TCPProxyFilter(clustername.BlackHole)
 			fc.Filters = []*listenerv3.Filter{f}
 		} else {
 			fc.Filters, err = filters()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // WildcardAddress is the address of outbound listeners shared by every service on a port.
@@ -153,10 +154,10 @@ func (o outboundSpec) build() (*listenerv3.Listener, error) {
 	case o.tls != nil:
 		l, err = outboundTLS(o.name, o.addr, o.port, o.tls, o.allowAny)
 	case o.tcp == nil:
-		l, err = outboundTCP(o.name, o.addr, o.port, cluster.BuildName(cluster.Outbound, "", o.host, o.port), o.timeouts)
+		l, err = outboundTCP(o.name, o.addr, o.port, clustername.Build(clustername.Outbound, "", o.host, o.port), o.timeouts)
 	default:
 		var chains []*listenerv3.FilterChain
-		chains, err = tcpFilterChains(o.tcp, cluster.BuildName(cluster.Outbound, "", o.host, o.port))
+		chains, err = tcpFilterChains(o.tcp, clustername.Build(clustername.Outbound, "", o.host, o.port))
 		if err != nil {
 			return nil, fmt.Errorf("listener %s: %w", o.name, err)
 		}

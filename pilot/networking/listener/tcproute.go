@@ -16,7 +16,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // tcpDestination is one cluster of a TCP route and its weight.
@@ -98,7 +98,7 @@ func tcpRoutesFor(proxy *model.Proxy, push *model.PushContext, svc *model.Servic
 		return nil
 	}
 	// Unmatched connections keep going to the service itself.
-	return append(out, tcpChain{dests: []tcpDestination{{cluster: cluster.BuildName(cluster.Outbound, "", svc.Hostname, port), weight: 100}}})
+	return append(out, tcpChain{dests: []tcpDestination{{cluster: clustername.Build(clustername.Outbound, "", svc.Hostname, port), weight: 100}}})
 }
 
 func tcpMatchApplies(m *networking.L4MatchAttributes, proxy *model.Proxy, port uint32) bool {
@@ -156,7 +156,7 @@ func tcpDestinations(route []*networking.RouteDestination, ns, domain string, po
 			p = n
 		}
 		host := model.ResolveShortname(dst.GetHost(), ns, domain)
-		out = append(out, tcpDestination{cluster: cluster.BuildName(cluster.Outbound, dst.GetSubset(), host, p), weight: w})
+		out = append(out, tcpDestination{cluster: clustername.Build(clustername.Outbound, dst.GetSubset(), host, p), weight: w})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("route: every destination has weight 0")

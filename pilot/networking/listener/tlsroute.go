@@ -14,7 +14,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/authn"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // PassthroughFilterChain names the default filter chain of an outbound TLS
@@ -156,7 +156,7 @@ func tlsRoutesFor(proxy *model.Proxy, push *model.PushContext, svc *model.Servic
 	if len(out) > 0 {
 		return out
 	}
-	ch := tlsChain{dests: []tcpDestination{{cluster: cluster.BuildName(cluster.Outbound, "", svc.Hostname, port), weight: 100}}}
+	ch := tlsChain{dests: []tcpDestination{{cluster: clustername.Build(clustername.Outbound, "", svc.Hostname, port), weight: 100}}}
 	if addr == WildcardAddress && svc.Hostname != "*" {
 		ch.sni = []string{svc.Hostname}
 	}
@@ -232,9 +232,9 @@ func outboundTLS(name, addr string, port uint32, routes tlsRoutes, allowAny bool
 	case matchAll != nil:
 		l.DefaultFilterChain = matchAll
 	default:
-		target := cluster.BlackHole
+		target := clustername.BlackHole
 		if allowAny {
-			target = cluster.Passthrough
+			target = clustername.Passthrough
 		}
 		f, err := TCPProxyFilter(target)
 		if err != nil {

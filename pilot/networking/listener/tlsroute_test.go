@@ -15,7 +15,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
@@ -160,7 +160,7 @@ func TestTLSRouteGatewayOnlyNotOnSidecars(t *testing.T) {
 	l := tlsListenerOf(t, build(t, bookinfoSNI(t, "bookinfo-sni"), nt.BookinfoProxy("productpage-v1")), tlsListener)
 	wantChains(t, l, map[string]weights{
 		"*.bookinfo.com|": {bookinfoCom: 100},
-		"default":         {cluster.Passthrough: 100},
+		"default":         {clustername.Passthrough: 100},
 	})
 	wantInspector(t, l, true)
 	if got := l.GetDefaultFilterChain().GetName(); got != listener.PassthroughFilterChain {
@@ -176,7 +176,7 @@ func TestTLSRouteSNIMatch(t *testing.T) {
 		"login.bookinfo.com|":   {loginProd: 100},
 		"reviews.bookinfo.com|": {reviewsProd: 100},
 		ratingsSubnets:          {ratingsV1: 80, ratingsV2: 20},
-		"default":               {cluster.Passthrough: 100},
+		"default":               {clustername.Passthrough: 100},
 	}
 	withReviewsRoute := map[string]weights{"ratings.bookinfo.com|": {ratingsV2: 100}}
 	for k, v := range common {
@@ -205,7 +205,7 @@ func TestTLSRouteRegistryOnly(t *testing.T) {
 	in := bookinfoSNI(t, "bookinfo-sni-mesh")
 	in.Mesh = &meshconfig.MeshConfig{OutboundTrafficPolicy: &meshconfig.MeshConfig_OutboundTrafficPolicy{Mode: meshconfig.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY}}
 	l := tlsListenerOf(t, build(t, in, nt.BookinfoProxy("productpage-v1")), tlsListener)
-	if got := sniChains(t, l)["default"]; !sameWeights(got, weights{cluster.BlackHole: 100}) {
+	if got := sniChains(t, l)["default"]; !sameWeights(got, weights{clustername.BlackHole: 100}) {
 		t.Errorf("default chain to %v, want BlackHoleCluster", got)
 	}
 }
@@ -231,7 +231,7 @@ func TestTLSRouteSharedWildcardListener(t *testing.T) {
 		ratingsSubnets:          {ratingsV1: 80, ratingsV2: 20},
 		"api.example.com|":      {"outbound|443||api.example.com": 100},
 		"www.googleapis.com|":   {"outbound|443||www.googleapis.com": 100},
-		"default":               {cluster.Passthrough: 100},
+		"default":               {clustername.Passthrough: 100},
 	})
 }
 
@@ -271,7 +271,7 @@ func TestTLSRouteServiceVIP(t *testing.T) {
 		inspector bool
 	}{
 		{"no virtual service", nil, map[string]weights{"|": {all: 100}}, false},
-		{"sni route", []model.Config{secureVS(host)}, map[string]weights{host + "|": {v1: 100}, "default": {cluster.Passthrough: 100}}, true},
+		{"sni route", []model.Config{secureVS(host)}, map[string]weights{host + "|": {v1: 100}, "default": {clustername.Passthrough: 100}}, true},
 		{"sni outside the hosts", []model.Config{secureVS("other.example.com")}, map[string]weights{"|": {all: 100}}, false},
 		{"sni *", []model.Config{func() model.Config {
 			c := secureVS("*")
@@ -376,6 +376,6 @@ func TestTLSRouteOverlappingSNI(t *testing.T) {
 	wantChains(t, l, map[string]weights{
 		"a.example.com,b.example.com|": {"outbound|8443|v1|" + host: 100},
 		"c.example.com|":               {"outbound|8443|v2|" + host: 100},
-		"default":                      {cluster.Passthrough: 100},
+		"default":                      {clustername.Passthrough: 100},
 	})
 }

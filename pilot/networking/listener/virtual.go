@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // Names and ports of the two listeners iptables redirects to.
@@ -26,15 +27,15 @@ const (
 // to the listener of its original destination; what no listener claims goes
 // to PassthroughCluster (ALLOW_ANY) or BlackHoleCluster (REGISTRY_ONLY).
 func virtualOutbound(allowAny bool) (*listenerv3.Listener, error) {
-	target := cluster.BlackHole
+	target := clustername.BlackHole
 	if allowAny {
-		target = cluster.Passthrough
+		target = clustername.Passthrough
 	}
 	catchAll, err := TCPProxyFilter(target)
 	if err != nil {
 		return nil, err
 	}
-	loop, err := TCPProxyFilter(cluster.BlackHole)
+	loop, err := TCPProxyFilter(clustername.BlackHole)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func virtualInbound(ports []inboundPort, sec inboundSecurity) (*listenerv3.Liste
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: original_dst: %w", VirtualInbound, err)
 	}
-	loop, err := TCPProxyFilter(cluster.BlackHole)
+	loop, err := TCPProxyFilter(clustername.BlackHole)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func virtualInbound(ports []inboundPort, sec inboundSecurity) (*listenerv3.Liste
 		}
 		chains = append(chains, fcs...)
 	}
-	passthrough := func() ([]*listenerv3.Filter, error) { return sec.tcpFilters(cluster.InboundPassthrough) }
+	passthrough := func() ([]*listenerv3.Filter, error) { return sec.tcpFilters(clustername.InboundPassthrough) }
 	catchAll, err := sec.chains("virtualInbound-catchall-tcp", 0, sec.peer.Mode, passthrough)
 	if err != nil {
 		return nil, err

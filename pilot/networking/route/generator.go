@@ -11,7 +11,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
 // Generator serves RDS. Logger may be nil (no logs).
@@ -55,7 +55,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 		}
 		tok := cache.Token(push)
 		rc := BuildRouteConfiguration(proxy, push, n, log.With("proxy", proxy.ID))
-		r, err := cluster.Resource(n, rc)
+		r, err := resource.Marshal(n, rc)
 		if err != nil {
 			return nil, fmt.Errorf("rds for %s: route %s: %w", proxy.ID, n, err)
 		}

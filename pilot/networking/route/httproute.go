@@ -11,7 +11,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // Options says for whom and on which port a VirtualService is translated.
@@ -247,7 +247,7 @@ func routeAction(h *networking.HTTPRoute, ns string, opts Options) (*routev3.Rou
 			ra.HashPolicy = opts.HashPolicy.hashPolicy(host, subset, port)
 		}
 		weighted = append(weighted, &routev3.WeightedCluster_ClusterWeight{
-			Name:                    cluster.BuildName(cluster.Outbound, subset, host, port),
+			Name:                    clustername.Build(clustername.Outbound, subset, host, port),
 			Weight:                  wrapperspb.UInt32(weight),
 			RequestHeadersToAdd:     hdr.reqAdd,
 			RequestHeadersToRemove:  hdr.reqRemove,
@@ -299,7 +299,7 @@ func routeAction(h *networking.HTTPRoute, ns string, opts Options) (*routev3.Rou
 // defaults to the route configuration's.
 func destinationCluster(d *networking.Destination, ns string, port uint32, domain string) string {
 	host, subset, port := destinationParts(d, ns, port, domain)
-	return cluster.BuildName(cluster.Outbound, subset, host, port)
+	return clustername.Build(clustername.Outbound, subset, host, port)
 }
 
 // destinationParts resolves a destination to its FQDN, subset and port (the

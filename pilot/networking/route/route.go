@@ -12,7 +12,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
 
 // Names of the catch-all virtual hosts and of the default route, as in Istio.
@@ -86,7 +86,7 @@ func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Servi
 		}
 		log.Warn("virtual service not applied", "virtualservice", c.Namespace+"/"+c.Name, "host", svc.Hostname, "error", err)
 	}
-	r := DefaultRoute(cluster.BuildName(cluster.Outbound, "", svc.Hostname, port))
+	r := DefaultRoute(clustername.Build(clustername.Outbound, "", svc.Hostname, port))
 	r.GetRoute().RetryPolicy = DefaultRetryPolicy()
 	r.GetRoute().HashPolicy = PushHashPolicies(push, proxy)(svc.Hostname, "", port)
 	return []*routev3.Route{r}
@@ -118,7 +118,7 @@ func catchAll(allowAny bool) *routev3.VirtualHost {
 	return &routev3.VirtualHost{Name: AllowAnyVirtualHost, Domains: []string{"*"}, Routes: []*routev3.Route{{
 		Name: AllowAnyVirtualHost, Match: match,
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster.Passthrough},
+			ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: clustername.Passthrough},
 			Timeout:          durationpb.New(0),
 		}},
 	}}}

@@ -20,7 +20,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/credential"
+	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
 // SecretLister finds a Kubernetes Secret. A missing Secret is a nil Secret
@@ -87,7 +88,7 @@ func (g Generator) Generate(proxy *model.Proxy, _ *model.PushContext, w *model.W
 			}
 			continue
 		}
-		r, err := cluster.Resource(n, s)
+		r, err := resource.Marshal(n, s)
 		if err != nil {
 			return nil, fmt.Errorf("sds for %s: secret %s: %w", clientlog.Truncate(proxy.ID, clientlog.MaxValue), clientlog.Truncate(n, clientlog.MaxValue), err)
 		}
@@ -104,9 +105,9 @@ var errRefused = errors.New("refused")
 
 // build returns the Envoy secret for resource name.
 func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error) {
-	ref, ok := strings.CutPrefix(name, cluster.CredentialPrefix)
+	ref, ok := strings.CutPrefix(name, credential.KubernetesPrefix)
 	if !ok || ref == "" {
-		return nil, fmt.Errorf("%w: not a %sNAME resource", errRefused, cluster.CredentialPrefix)
+		return nil, fmt.Errorf("%w: not a %sNAME resource", errRefused, credential.KubernetesPrefix)
 	}
 	// As istiod: credentials go only to a gateway whose identity the secure
 	// port verified (token or client certificate). The node's metadata is
@@ -128,7 +129,7 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 	if g.Secrets == nil {
 		return nil, fmt.Errorf("no secret source")
 	}
-	if base, isCA := strings.CutSuffix(ref, cluster.CredentialCASuffix); isCA {
+	if base, isCA := strings.CutSuffix(ref, credential.CASuffix); isCA {
 		ca, crl, err := g.caCert(ns, base, ref)
 		if err != nil {
 			return nil, err

@@ -1,5 +1,6 @@
-// Package cluster builds the Envoy clusters (CDS) of a sidecar.
-package cluster
+// Package clustername builds and parses Istio's Envoy cluster names, which
+// clusters, endpoints, listeners and routes must agree on.
+package clustername
 
 import (
 	"strconv"
@@ -19,15 +20,15 @@ const (
 	InboundPassthrough = "InboundPassthroughCluster"
 )
 
-// BuildName returns Istio's cluster name "DIRECTION|PORT|SUBSET|HOST"
+// Build returns Istio's cluster name "DIRECTION|PORT|SUBSET|HOST"
 // ("outbound|9080|v1|reviews.default.svc.cluster.local", "inbound|9080||").
-func BuildName(direction, subset, host string, port uint32) string {
+func Build(direction, subset, host string, port uint32) string {
 	return direction + "|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
 }
 
-// ParseName splits a name made by BuildName. ok is false for any other name
+// Parse splits a name made by Build. ok is false for any other name
 // (including BlackHoleCluster and friends).
-func ParseName(name string) (direction, subset, host string, port uint32, ok bool) {
+func Parse(name string) (direction, subset, host string, port uint32, ok bool) {
 	direction, rest, ok1 := strings.Cut(name, "|")
 	portStr, rest, ok2 := strings.Cut(rest, "|")
 	subset, host, ok3 := strings.Cut(rest, "|")

@@ -1,0 +1,40 @@
+// Package credential names the secrets Envoy fetches over SDS, as Istio
+// names them, and says where Envoy fetches them from: the workload's own
+// certificate and root from the agent, Gateway credentialNames from the
+// control plane.
+package credential
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+)
+
+// SDS names as Istio uses them.
+const (
+	// SDSCluster is the agent's SDS server cluster in the Envoy bootstrap.
+	SDSCluster = "sds-grpc"
+	// WorkloadCert is the workload's key and certificate chain ("default").
+	WorkloadCert = "default"
+	// RootCA is the mesh's root certificate.
+	RootCA = "ROOTCA"
+	// KubernetesPrefix prefixes a credentialName (a Kubernetes Secret).
+	KubernetesPrefix = "kubernetes://"
+	// CASuffix names the CA part of a credentialName secret.
+	CASuffix = "-cacert"
+)
+
+// AgentSDSConfig is the SdsSecretConfig fetching secret name from the
+// agent's SDS server (cluster sds-grpc).
+func AgentSDSConfig(name string) *tlsv3.SdsSecretConfig {
+	return &tlsv3.SdsSecretConfig{Name: name, SdsConfig: &corev3.ConfigSource{
+		ResourceApiVersion: corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
+			ApiType:                   corev3.ApiConfigSource_GRPC,
+			SetNodeOnFirstMessageOnly: true,
+			TransportApiVersion:       corev3.ApiVersion_V3,
+			GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: SDSCluster},
+			}}},
+		}},
+	}}
+}
