@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -50,6 +51,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 				return err
 			}
 			applyPodNamespace(&opts, cmd.Flags().Changed("namespace"), getenv)
+			opts.PodName = podName(getenv, os.Hostname)
 			opts.Log = logging.New(stderr, level)
 			// In a pod with neither source given, read the cluster (as istiod).
 			if opts.ConfigDir == "" && opts.Kubeconfig == "" && getenv("KUBERNETES_SERVICE_HOST") != "" {
@@ -178,4 +180,14 @@ func applyPodNamespace(opts *bootstrap.Options, flagSet bool, getenv func(string
 	if v := getenv("POD_NAMESPACE"); v != "" && !flagSet {
 		opts.Namespace = v
 	}
+}
+
+// podName names this replica: POD_NAME (the chart sets it from the downward
+// API, as for istiod), else the host name (a pod's host name is its name).
+func podName(getenv func(string) string, hostname func() (string, error)) string {
+	if v := getenv("POD_NAME"); v != "" {
+		return v
+	}
+	h, _ := hostname()
+	return h
 }

@@ -107,6 +107,16 @@ func TestPodNamespace(t *testing.T) {
 	}
 }
 
+func TestPodName(t *testing.T) {
+	host := func() (string, error) { return "host-1", nil }
+	if got := podName(func(k string) string { return map[string]string{"POD_NAME": "istiod-abc"}[k] }, host); got != "istiod-abc" {
+		t.Errorf("podName = %q, want POD_NAME's istiod-abc", got)
+	}
+	if got := podName(func(string) string { return "" }, host); got != "host-1" {
+		t.Errorf("podName without POD_NAME = %q, want the host name", got)
+	}
+}
+
 func TestDefaultsFromIstio(t *testing.T) {
 	opts := bootstrap.DefaultOptions()
 	if opts.DebounceAfter != 100*time.Millisecond || opts.DebounceMax != 10*time.Second || !opts.EnableEDSDebounce || opts.PushThrottle != 100 {

@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 
@@ -112,7 +113,8 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 		return nil, err
 	}
 	k.elector, err = leaderelection.New(leaderelection.Options{
-		Client: client, Namespace: opts.Namespace, Log: log.With("component", "leader-election"),
+		Client: client, Namespace: opts.Namespace, Identity: electionIdentity(opts.PodName),
+		Log: log.With("component", "leader-election"),
 	})
 	if err != nil {
 		return nil, err
@@ -211,4 +213,13 @@ func (s *Server) KubeClient() kubernetes.Interface {
 		return nil
 	}
 	return s.kube.client
+}
+
+// electionIdentity is this replica's name in the Leases: podName (or
+// "pilot-discovery" when unset) plus a random suffix.
+func electionIdentity(podName string) string {
+	if podName == "" {
+		podName = "pilot-discovery"
+	}
+	return podName + "-" + rand.Text()[:8]
 }

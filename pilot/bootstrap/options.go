@@ -57,6 +57,10 @@ type Options struct {
 	CA CAOptions
 	// Domain is the cluster DNS suffix; ClusterID and Namespace identify this control plane.
 	Domain, ClusterID, Namespace string
+	// PodName names this replica (POD_NAME in a pod, else the host name);
+	// its leader-election identity is PodName plus a random suffix, so two
+	// processes on one host never share one.
+	PodName string
 	// Push pipeline settings (PILOT_DEBOUNCE_AFTER, PILOT_DEBOUNCE_MAX,
 	// PILOT_ENABLE_EDS_DEBOUNCE, PILOT_PUSH_THROTTLE).
 	DebounceAfter, DebounceMax time.Duration

@@ -5,11 +5,9 @@ package leaderelection
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -38,8 +36,8 @@ type Options struct {
 	Client kubernetes.Interface
 	// Namespace holds the Leases (the control plane's namespace).
 	Namespace string
-	// Identity names this replica in the Lease; empty means POD_NAME or the
-	// host name, plus a random suffix.
+	// Identity names this replica in the Lease (required; unique per
+	// replica, as the pod name is).
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod as client-go's elector.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -54,15 +52,8 @@ type Elector struct {
 
 // New returns an Elector; it does nothing until Run.
 func New(opts Options) (*Elector, error) {
-	if opts.Client == nil || opts.Namespace == "" {
-		return nil, errors.New("leader election: Client and Namespace are required")
-	}
-	if opts.Identity == "" {
-		host := os.Getenv("POD_NAME")
-		if host == "" {
-			host, _ = os.Hostname()
-		}
-		opts.Identity = host + "-" + rand.Text()[:8]
+	if opts.Client == nil || opts.Namespace == "" || opts.Identity == "" {
+		return nil, errors.New("leader election: Client, Namespace and Identity are required")
 	}
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = DefaultLeaseDuration

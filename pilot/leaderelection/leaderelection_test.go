@@ -2,12 +2,15 @@ package leaderelection
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 )
@@ -115,8 +118,15 @@ func waitLeader(t *testing.T, mu *sync.Mutex, leading map[string]bool) string {
 	return ""
 }
 
-func TestNewRequiresClientAndNamespace(t *testing.T) {
+func TestNewRequiresClientNamespaceAndIdentity(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("New without a client succeeded")
+	}
+	// The identity comes from the caller's options (cmd/ reads POD_NAME),
+	// never from this package's own reading of the environment.
+	t.Setenv("POD_NAME", "from-env")
+	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"}) // never contacted
+	if _, err := New(Options{Client: client, Namespace: "istio-system"}); err == nil || !strings.Contains(err.Error(), "Identity") {
+		t.Fatalf("New without an identity: %v, want an error naming Identity", err)
 	}
 }
