@@ -79,7 +79,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	f.StringVar(&opts.MeshConfigFile, "meshConfig", opts.MeshConfigFile, "File name for Istio mesh configuration")
 	f.StringVar(&opts.GRPCAddr, "grpcAddr", opts.GRPCAddr, "Discovery service gRPC address")
 	f.StringVar(&opts.SecureGRPCAddr, "secureGRPCAddr", opts.SecureGRPCAddr, "Discovery and CA service gRPC address over TLS (empty turns the CA off)")
-	f.StringSliceVar(&opts.TLSSANs, "tlsSANs", nil, "Extra DNS names in the secure port's certificate (comma-separated)")
+	f.StringSliceVar(&opts.TLSSANs, "tlsSANs", nil, "Extra DNS names or IP addresses in the secure port's certificate (comma-separated; an IP becomes an IP SAN)")
 	f.StringVar(&opts.CA.KeyType, "caKeyType", opts.CA.KeyType, "Key type of a self-signed CA root: ecdsa (P-256) or rsa (2048)")
 	f.StringVar(&opts.HTTPAddr, "httpAddr", opts.HTTPAddr, "Discovery service HTTP address (readiness; debug too without --debugAddr)")
 	f.StringVar(&opts.DebugAddr, "debugAddr", "", "Address for /debug/* alone (e.g. 127.0.0.1:8081); empty serves them on --httpAddr unless ENABLE_DEBUG_ON_HTTP=false")

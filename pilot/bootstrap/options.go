@@ -50,8 +50,8 @@ type Options struct {
 	// SecureGRPCAddr (15012) serves the CA and xDS over TLS with a
 	// certificate from our own CA; empty turns the CA and the port off.
 	SecureGRPCAddr string
-	// TLSSANs are DNS names added to the secure port's certificate, after
-	// istiod.NAMESPACE.svc and meshpilot.NAMESPACE.svc.
+	// TLSSANs are DNS names or IP addresses (IP SANs) added to the secure
+	// port's certificate, after istiod.NAMESPACE.svc and meshpilot.NAMESPACE.svc.
 	TLSSANs []string
 	// CA configures the certificate authority behind SecureGRPCAddr.
 	CA CAOptions

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -200,13 +201,14 @@ func (a *Authority) leafTemplate(b *Bundle, requested time.Duration) (*x509.Cert
 }
 
 // IssueServing makes a fresh ECDSA P-256 key and a serving certificate for
-// the control plane itself (DNS SANs dnsNames, ExtKeyUsage ServerAuth and
-// ClientAuth; ttl as for Sign). The tls.Certificate holds the leaf and the
+// the control plane itself (SANs hosts: each IP address an IP SAN, every
+// other name a DNS SAN; ExtKeyUsage ServerAuth and ClientAuth; ttl as for
+// Sign). The tls.Certificate holds the leaf and the
 // intermediates (the signer's certificate unless it is the root, then
 // b.Chain), not the root, and has Leaf set.
-func (a *Authority) IssueServing(dnsNames []string, ttl time.Duration) (*tls.Certificate, error) {
-	if len(dnsNames) == 0 {
-		return nil, fmt.Errorf("serving certificate: no DNS names")
+func (a *Authority) IssueServing(hosts []string, ttl time.Duration) (*tls.Certificate, error) {
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("serving certificate: no host names")
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -217,10 +219,16 @@ func (a *Authority) IssueServing(dnsNames []string, ttl time.Duration) (*tls.Cer
 	if err != nil {
 		return nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	tmpl.DNSNames = dnsNames
+	for _, h := range hosts {
+		if ip, err := netip.ParseAddr(h); err == nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip.AsSlice())
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.bundle.Cert, key.Public(), s.bundle.Key)
 	if err != nil {
-		return nil, fmt.Errorf("serving certificate for %v: %w", dnsNames, err)
+		return nil, fmt.Errorf("serving certificate for %v: %w", hosts, err)
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
