@@ -50,7 +50,10 @@ type ControllerOptions struct {
 }
 
 // Controller is the Kubernetes service registry fed by shared informers on
-// Services, EndpointSlices, Endpoints, Pods, Nodes and Namespaces. Each event
+// Services, EndpointSlices, Pods, Nodes and Namespaces. As istiod, it reads
+// endpoints from EndpointSlices only: v1 Endpoints are deprecated since
+// Kubernetes 1.33 (watching them fills both logs with warnings), and the
+// API server's mirroring controller turns custom Endpoints into slices. Each event
 // marks the services it can affect; one goroutine recomputes only those and
 // reports the changes. It implements model.ServiceDiscovery.
 type Controller struct {
@@ -58,12 +61,11 @@ type Controller struct {
 	reg     *Registry
 	factory informers.SharedInformerFactory
 
-	services  corelisters.ServiceLister
-	endpoints corelisters.EndpointsLister
-	pods      corelisters.PodLister
-	nodes     corelisters.NodeLister
-	slices    cache.Indexer
-	synced    []cache.InformerSynced
+	services corelisters.ServiceLister
+	pods     corelisters.PodLister
+	nodes    corelisters.NodeLister
+	slices   cache.Indexer
+	synced   []cache.InformerSynced
 
 	mu    sync.Mutex
 	dirty map[nsName]struct{}
@@ -103,12 +105,11 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 		ready:   ready.New("kube controller"),
 	}
 	svcInf := f.Core().V1().Services()
-	epInf := f.Core().V1().Endpoints()
 	podInf := f.Core().V1().Pods()
 	nodeInf := f.Core().V1().Nodes()
 	nsInf := f.Core().V1().Namespaces()
 	sliceInf := f.Discovery().V1().EndpointSlices()
-	c.services, c.endpoints, c.pods, c.nodes = svcInf.Lister(), epInf.Lister(), podInf.Lister(), nodeInf.Lister()
+	c.services, c.pods, c.nodes = svcInf.Lister(), podInf.Lister(), nodeInf.Lister()
 	if err := sliceInf.Informer().AddIndexers(cache.Indexers{indexByService: sliceServiceIndex}); err != nil {
 		return nil, fmt.Errorf("kube controller: EndpointSlice index: %w", err)
 	}
@@ -119,7 +120,6 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 		fn  func(old, cur any)
 	}{
 		{svcInf.Informer(), c.onService},
-		{epInf.Informer(), c.onEndpoints},
 		{sliceInf.Informer(), c.onSlice},
 		{podInf.Informer(), c.onPod},
 		{nodeInf.Informer(), c.onNode},
@@ -302,16 +302,7 @@ func (c *Controller) states(dirty map[nsName]struct{}) []ServiceState {
 					pods.addRef(e.TargetRef)
 				}
 			}
-			ep, err := c.endpoints.Endpoints(ns).Get(n)
-			if err == nil {
-				objs.Endpoints = append(objs.Endpoints, ep)
-				for _, ss := range ep.Subsets {
-					for _, a := range append(append([]corev1.EndpointAddress{}, ss.Addresses...), ss.NotReadyAddresses...) {
-						pods.addRef(a.TargetRef)
-					}
-				}
-			}
-			if len(items) == 0 && ep == nil && len(svc.Spec.Selector) > 0 {
+			if len(items) == 0 && len(svc.Spec.Selector) > 0 {
 				pods.addSelected(svc.Spec.Selector)
 			}
 		}

@@ -19,14 +19,6 @@ func (c *Controller) onService(old, cur any) {
 	}
 }
 
-func (c *Controller) onEndpoints(old, cur any) {
-	for _, o := range []any{old, cur} {
-		if e, ok := o.(*corev1.Endpoints); ok {
-			c.mark(nsName{e.Namespace, e.Name})
-		}
-	}
-}
-
 func (c *Controller) onSlice(old, cur any) {
 	for _, o := range []any{old, cur} {
 		if s, ok := o.(*discoveryv1.EndpointSlice); ok && s.Labels[LabelServiceName] != "" {

@@ -43,7 +43,7 @@ type grant struct {
 // and nothing more (least privilege).
 var (
 	clusterAccess = []grant{
-		{"", []string{"services", "endpoints", "pods", "nodes", "namespaces"}, []string{"list", "watch"}},
+		{"", []string{"services", "pods", "nodes", "namespaces"}, []string{"list", "watch"}},
 		{"discovery.k8s.io", []string{"endpointslices"}, []string{"list", "watch"}},
 		{"", []string{"configmaps"}, []string{"get", "list", "watch", "create", "update"}},
 		{"apiextensions.k8s.io", []string{"customresourcedefinitions"}, []string{"get", "list", "watch"}},
