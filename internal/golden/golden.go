@@ -44,7 +44,10 @@ type Set struct {
 func New(t testing.TB, dir string, update bool) *Set {
 	t.Helper()
 	s := &Set{dir: dir, update: update, produced: map[string]bool{}}
-	t.Cleanup(func() { s.checkStale(t) })
+	t.Cleanup(func() {
+		t.Helper()
+		s.checkStale(t)
+	})
 	return s
 }
 
