@@ -13,8 +13,12 @@ FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca
 	./pilot/ca/authn:FuzzJWTClaims ./xds:FuzzSotWRequests ./xds:FuzzDeltaRequests \
 	./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParseDoc ./pilot/config/file:FuzzNormalizeDurations
 FUZZTIME ?= 10s
+# Golden tests (see internal/golden) and their packages; make golden rewrites them.
+GOLDEN_PKGS := ./pilot/networking/gateway ./pilot/networking/cluster ./pilot/networking/authz \
+	./pilot/networking/listener ./pilot/config/support
+GOLDEN_TESTS := TestGolden|TestTLSRouteGolden|TestDocUpToDate
 
-.PHONY: all build run test testenv lint bench fmt clean crds chart-lint load fuzz
+.PHONY: all build run test testenv lint bench fmt clean crds chart-lint load fuzz golden
 
 all: build
 
@@ -45,6 +49,12 @@ fuzz:
 		echo "fuzz $${t##*:} ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x -parallel 1 $${t%%:*} || exit 1; \
 	done
+
+## golden: rewrite every golden file from the current code (go test -update on
+## GOLDEN_TESTS), delete stale ones, then show what changed for review.
+golden:
+	$(GO) test -count=1 -run '^($(GOLDEN_TESTS))$$' $(GOLDEN_PKGS) -update
+	@git status --short -- $(GOLDEN_PKGS:./%=%) docs/istio-api-support.md
 
 ## testenv: etcd, kube-apiserver and helm for the integration tests, built once
 ## and cached in ~/.cache/meshpilot (see docs/testenv.md).

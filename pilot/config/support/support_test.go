@@ -1,7 +1,6 @@
 package support_test
 
 import (
-	"bytes"
 	"flag"
 	"log/slog"
 	"os"
@@ -21,13 +20,14 @@ import (
 	typev1beta1 "istio.io/api/type/v1beta1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/support"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/istio-api-support.md from support.Table()")
+var update = flag.Bool("update", false, "rewrite docs/istio-api-support.md from support.Table() (make golden)")
 
 // loadFixtures reads Bookinfo networking files through the YAML loader.
 func loadFixtures(t *testing.T, names ...string) []model.Config {
@@ -265,21 +265,10 @@ func resolve(md protoreflect.MessageDescriptor, path string) string {
 	return ""
 }
 
+// TestDocUpToDate compares docs/istio-api-support.md with support.Table();
+// make golden (go test -update) rewrites it.
 func TestDocUpToDate(t *testing.T) {
-	path := filepath.Join(fixtures.RepoRoot(t), "docs", "istio-api-support.md")
-	want := support.Markdown()
-	if *update {
-		if err := os.WriteFile(path, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run: go test ./pilot/config/support -run TestDocUpToDate -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is out of date with support.Table(); run: go test ./pilot/config/support -run TestDocUpToDate -update", path)
-	}
+	golden.File(t, *update, filepath.Join(fixtures.RepoRoot(t), "docs", "istio-api-support.md"), support.Markdown())
 }
 
 func TestReporterLogsOncePerVersionAndCounts(t *testing.T) {

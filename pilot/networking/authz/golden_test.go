@@ -13,13 +13,14 @@ import (
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/networking/authz"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/out from the generated filters")
+var update = flag.Bool("update", false, "rewrite testdata/out from the generated filters and delete stale files (make golden)")
 
 // loadPush reads one Istio YAML file through the file config source and
 // builds a PushContext of its objects, with the mesh config of
@@ -90,16 +91,15 @@ func toJSON(t *testing.T, m proto.Message) json.RawMessage {
 
 // TestGolden builds the filters of the productpage workload from each
 // testdata/in file and compares them with testdata/out/NAME.rbac.yaml.
+// make golden (go test -update) rewrites them and deletes stale ones.
 func TestGolden(t *testing.T) {
 	ins, err := filepath.Glob("testdata/in/*.yaml")
 	if err != nil || len(ins) == 0 {
 		t.Fatalf("no inputs: %v", err)
 	}
-	want := map[string]bool{}
+	out := golden.New(t, filepath.Join("testdata", "out"), *update)
 	for _, in := range ins {
 		name := strings.TrimSuffix(filepath.Base(in), ".yaml")
-		out := filepath.Join("testdata", "out", name+".rbac.yaml")
-		want[out] = true
 		t.Run(name, func(t *testing.T) {
 			f, err := authz.ForWorkload(loadPush(t, in), "default", map[string]string{"app": "productpage", "version": "v1"})
 			if err != nil {
@@ -130,8 +130,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nt.GoldenBytes(t, *update, out, got)
+			out.Bytes(t, name+".rbac.yaml", got)
 		})
 	}
-	nt.RemoveStaleGoldens(t, *update, filepath.Join("testdata", "out", "*.rbac.yaml"), want)
 }

@@ -8,20 +8,23 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/out golden files")
+var update = flag.Bool("update", false, "rewrite testdata/out golden files and delete stale ones (make golden)")
 
 // TestGolden builds the productpage-v1 sidecar's outbound clusters for each
 // testdata/NAME.yaml and Istio's Bookinfo destination rules (Bookinfo with
 // those DestinationRules) and compares them with
-// testdata/out/NAME.clusters.yaml. go test -update rewrites them.
+// testdata/out/NAME.clusters.yaml. make golden (go test -update) rewrites
+// them and deletes stale ones.
 func TestGolden(t *testing.T) {
 	inputs := nt.GoldenInputs(t, "testdata/*.yaml", "bookinfo-networking/destination-rule-all.yaml",
 		"bookinfo-networking/destination-rule-all-mtls.yaml", "bookinfo-networking/destination-rule-reviews.yaml")
+	out := golden.New(t, filepath.Join("testdata", "out"), *update)
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".yaml")
 		t.Run(name, func(t *testing.T) {
@@ -37,7 +40,7 @@ func TestGolden(t *testing.T) {
 				nt.ValidateRecursively(t, c)
 				outbound = append(outbound, c)
 			}
-			nt.Golden(t, *update, filepath.Join("testdata", "out", name+".clusters.yaml"), outbound...)
+			out.Messages(t, name+".clusters.yaml", outbound...)
 		})
 	}
 }

@@ -11,12 +11,13 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/out golden files (and delete stale ones)")
+var update = flag.Bool("update", false, "rewrite testdata/out golden files and delete stale ones (make golden)")
 
 // ingress is the router pod of Istio's default ingress gateway.
 func ingress() *model.Proxy {
@@ -80,11 +81,12 @@ func connManager(t *testing.T, fc *listenerv3.FilterChain) *hcmv3.HttpConnection
 
 // TestGolden builds the ingress gateway's listeners and routes for each
 // testdata/NAME.yaml and Istio's bookinfo-gateway.yaml (on Bookinfo) and
-// compares them with testdata/out/NAME.{listeners,routes}.yaml.
-// go test -update rewrites them.
+// compares them with testdata/out/NAME.{listeners,routes}.yaml; a gateway
+// without routes has a routes file that says it is empty (golden.Empty).
+// make golden (go test -update) rewrites them and deletes stale ones.
 func TestGolden(t *testing.T) {
 	inputs := nt.GoldenInputs(t, "testdata/*.yaml", "bookinfo-networking/bookinfo-gateway.yaml")
-	written := map[string]bool{}
+	out := golden.New(t, filepath.Join("testdata", "out"), *update)
 	for _, in := range inputs {
 		name := strings.TrimSuffix(filepath.Base(in), ".yaml")
 		t.Run(name, func(t *testing.T) {
@@ -96,17 +98,10 @@ func TestGolden(t *testing.T) {
 			for _, l := range ls {
 				lm = append(lm, l)
 			}
-			for suffix, msgs := range map[string][]proto.Message{"listeners": lm, "routes": routes} {
-				if len(msgs) == 0 {
-					continue
-				}
-				out := filepath.Join("testdata", "out", name+"."+suffix+".yaml")
-				written[out] = true
-				nt.Golden(t, *update, out, msgs...)
-			}
+			out.Messages(t, name+".listeners.yaml", lm...)
+			out.Messages(t, name+".routes.yaml", routes...)
 		})
 	}
-	nt.RemoveStaleGoldens(t, *update, filepath.Join("testdata", "out", "*.yaml"), written)
 }
 
 func mustAbs(t testing.TB, path string) string {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/meshpilot/meshpilot/internal/golden"
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
@@ -32,7 +34,7 @@ const (
 	ratingsSubnets = "ratings.bookinfo.com|10.10.0.0/16,10.20.0.1/32"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/out golden files")
+var update = flag.Bool("update", false, "rewrite testdata/out golden files and delete stale ones (make golden)")
 
 // withServiceEntries adds the services of the ServiceEntries among configs.
 func withServiceEntries(in nt.Input, configs []model.Config) nt.Input {
@@ -326,11 +328,11 @@ func TestTLSRouteCachedPerRoutes(t *testing.T) {
 }
 
 // The whole 0.0.0.0_443 listener of a reviews sidecar under the mesh-bound
-// reference example, as a golden file (go test -run TestTLSRouteGolden
-// -update rewrites it).
+// reference example, as a golden file. The test owns testdata/out: make
+// golden (go test -update) rewrites it and deletes files it does not write.
 func TestTLSRouteGolden(t *testing.T) {
 	l := tlsListenerOf(t, build(t, bookinfoSNI(t, "bookinfo-sni", "bookinfo-sni-mesh"), nt.BookinfoProxy("reviews-v1")), tlsListener)
-	nt.Golden(t, *update, "testdata/out/tls-sni.reviews-v1.listener.yaml", l)
+	golden.New(t, filepath.Join("testdata", "out"), *update).Messages(t, "tls-sni.reviews-v1.listener.yaml", l)
 }
 
 // A tls route the sidecar cannot apply is named in a warning, not dropped

@@ -2,7 +2,9 @@ package networkingtest_test
 
 import (
 	"bytes"
+	"fmt"
 	"sort"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -58,8 +60,15 @@ func generateAll(t *testing.T, proxy *model.Proxy, push *model.PushContext) map[
 	return out
 }
 
-func sameResources(t *testing.T, what string, got, want map[string][]byte) {
+// sameResources checks got holds exactly the resources of want, byte for
+// byte. An empty want fails: equality with nothing proves nothing about
+// the build under test.
+func sameResources(t testing.TB, what string, got, want map[string][]byte) {
 	t.Helper()
+	if len(want) == 0 {
+		t.Fatalf("%s: the expected resource set is empty, so the comparison would prove nothing; build input that yields resources", what)
+		return
+	}
 	var names []string
 	for n := range want {
 		names = append(names, n)
@@ -76,6 +85,34 @@ func sameResources(t *testing.T, what string, got, want map[string][]byte) {
 		if _, ok := want[n]; !ok {
 			t.Errorf("%s: unexpected %s", what, n)
 		}
+	}
+}
+
+// failures is a testing.TB that records failures instead of failing.
+type failures struct {
+	testing.TB
+	msgs []string
+}
+
+func (f *failures) Errorf(format string, args ...any) {
+	f.msgs = append(f.msgs, fmt.Sprintf(format, args...))
+}
+func (f *failures) Fatalf(format string, args ...any) { f.Errorf(format, args...) }
+
+// TestSameResourcesRejectsEmptyWant: an empty expectation fails, even
+// against an empty result, instead of passing vacuously.
+func TestSameResourcesRejectsEmptyWant(t *testing.T) {
+	for _, got := range []map[string][]byte{nil, {"cds/a": []byte("a")}} {
+		f := &failures{TB: t}
+		sameResources(f, "empty", got, nil)
+		if len(f.msgs) != 1 || !strings.Contains(f.msgs[0], "expected resource set is empty") {
+			t.Errorf("empty want, %d got: failures %q, want one saying the expected set is empty", len(got), f.msgs)
+		}
+	}
+	f := &failures{TB: t}
+	sameResources(f, "same", map[string][]byte{"cds/a": []byte("a")}, map[string][]byte{"cds/a": []byte("a")})
+	if len(f.msgs) != 0 {
+		t.Errorf("equal sets: failures %q, want none", f.msgs)
 	}
 }
 
