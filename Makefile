@@ -4,8 +4,10 @@ GO ?= go
 BIN := bin
 VERSION ?= 0.1.0-dev
 LDFLAGS := -X github.com/meshpilot/meshpilot/internal/version.Version=$(VERSION)
-BENCH_PKGS := ./model/... ./pilot/networking/... ./xds/...
+BENCH_PKGS := ./model/... ./pilot/networking/... ./pilot/ca/... ./xds/...
 BENCHTIME ?= 1s
+# Every package with a benchmark; make test runs each benchmark once.
+BENCH_SMOKE_PKGS = $(shell git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 BENCHCOUNT ?= 5
 # Fuzz targets as PACKAGE:FUNC; make test runs each for FUZZTIME.
 FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate \
@@ -18,7 +20,7 @@ GOLDEN_PKGS := ./pilot/networking/gateway ./pilot/networking/cluster ./pilot/net
 	./pilot/networking/listener ./pilot/config/support
 GOLDEN_TESTS := TestGolden|TestTLSRouteGolden|TestDocUpToDate
 
-.PHONY: all build run test testenv lint bench fmt clean crds chart-lint load fuzz golden
+.PHONY: all build run test testenv lint bench bench-smoke fmt clean crds chart-lint load fuzz golden
 
 all: build
 
@@ -36,11 +38,20 @@ run: build
 	@echo "  edit examples/bookinfo/*.yaml and the change is pushed within the debounce window"
 	$(BIN)/pilot-discovery discovery --configDir examples/bookinfo --meshConfig examples/mesh.yaml
 
-## test: test tools (first run only), lint, the whole suite under the race
-## detector, then a short run of every fuzz target.
-test: testenv lint
-	eval "$$(hack/testenv.sh env)" && $(GO) test -count=1 -race -timeout 30m ./...
-	$(MAKE) fuzz
+## test: test tools (first run only) and lint side by side (both compile:
+## vet -race fills the build cache the suite uses), then the whole suite under
+## the race detector, every benchmark once, and a short run of every fuzz
+## target. A test environment that cannot be produced stops it.
+test:
+	$(MAKE) -j2 --output-sync=target testenv lint
+	hack/testenv.sh exec $(GO) test -count=1 -race -timeout 30m ./...
+	$(MAKE) bench-smoke fuzz
+
+## bench-smoke: every benchmark once (-benchtime 1x), so a broken one fails
+## make test; the figures mean nothing. Without -race, as benchmarks run
+## (under the race detector the push benchmarks take ten times longer).
+bench-smoke:
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(BENCH_SMOKE_PKGS)
 
 ## fuzz: each fuzz target for FUZZTIME (make fuzz FUZZTIME=10m for a long run).
 ## -fuzzminimizetime bounds minimisation, which otherwise stalls short runs.
@@ -71,12 +82,12 @@ load:
 	hack/load-bench.sh sotw 3
 
 chart-lint: testenv
-	eval "$$(hack/testenv.sh env)" && $$MESHPILOT_HELM lint --strict --kube-version v1.36.3 charts/meshpilot
+	hack/testenv.sh exec bash -c '$$MESHPILOT_HELM lint --strict --kube-version v1.37.2 charts/meshpilot'
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # testenv.sh — installs and locates the real Kubernetes parts the test suite
-# runs against: etcd (Debian package), kube-apiserver (built from the Go module
-# proxy) and helm (go install). Built binaries are cached outside the work
+# runs against: etcd (Debian package), kube-apiserver and helm (built from the
+# Go module proxy, in one go build). Built binaries are cached outside the work
 # tree, keyed by version, so only the first run pays:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/kube-apiserver-<version>/kube-apiserver
@@ -10,11 +10,12 @@
 # Usage:
 #   hack/testenv.sh install   # idempotent; prints the time each step took
 #   hack/testenv.sh env       # prints export lines: eval "$(hack/testenv.sh env)"
+#   hack/testenv.sh exec CMD  # runs CMD with them; fails, CMD not run, when missing
 #
 # Versions can be overridden with KUBE_VERSION and HELM_VERSION.
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-v1.36.3}"
+KUBE_VERSION="${KUBE_VERSION:-v1.37.2}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot"
 APISERVER_DIR="$CACHE_ROOT/kube-apiserver-$KUBE_VERSION"
@@ -99,14 +100,24 @@ install_etcd() {
   fi
 }
 
-build_apiserver() {
-  if [ -x "$APISERVER_DIR/kube-apiserver" ]; then
-    log "kube-apiserver $KUBE_VERSION cached: $APISERVER_DIR/kube-apiserver"
-    return 0
-  fi
+# build_tools NAME... builds the missing test tools (kube-apiserver, helm) in
+# one throwaway module and one `go build`. Both need k8s.io/api, apimachinery,
+# client-go and friends; one module graph resolves them to the same versions,
+# so the packages they share (two thirds of helm's) are compiled once, and the
+# go command spreads both builds over every core.
+build_tools() {
+  local tools=() t
+  for t in "$@"; do
+    if [ -x "$(tool_dir "$t")/$t" ]; then
+      log "$t $(tool_version "$t") cached: $(tool_dir "$t")/$t"
+    else
+      tools+=("$t")
+    fi
+  done
+  [ "${#tools[@]}" -gt 0 ] || return 0
   command -v go >/dev/null 2>&1 || die "go is not on PATH (expected /usr/local/go/bin/go)"
-  local tmp mod gomod replaces minor
-  tmp=$(mktemp -d "$CACHE_ROOT/.kube-apiserver-$KUBE_VERSION.XXXXXX") || die "mktemp in $CACHE_ROOT failed"
+  local tmp mod gomod replaces minor pkgs=() imports=""
+  tmp=$(mktemp -d "$CACHE_ROOT/.tools.XXXXXX") || die "mktemp in $CACHE_ROOT failed"
   trap 'rm -rf "$tmp"' RETURN
   mod="$tmp/mod"
   mkdir -p "$mod" "$tmp/out"
@@ -119,19 +130,43 @@ build_apiserver() {
   fi
 
   # Every module k8s.io/kubernetes replaces with ./staging/src/k8s.io/NAME is
-  # published as k8s.io/NAME v0.MINOR.PATCH; pin each to that version.
+  # published as k8s.io/NAME v0.MINOR.PATCH; pin each to that version. helm
+  # builds against the same ones (keep HELM_VERSION on a release that
+  # requires this Kubernetes minor or an older one).
   local staging_version="v0.${KUBE_VERSION#v1.}"
   replaces=$(grep -E '^[[:space:]]*(replace[[:space:]]+)?k8s\.io/[^[:space:]]+[[:space:]]+=>[[:space:]]+\./staging/' "$gomod" |
     sed -E 's/^[[:space:]]*(replace[[:space:]]+)?(k8s\.io\/[^[:space:]]+).*/\2/' | sort -u)
   [ -n "$replaces" ] || die "no ./staging replaces found in $gomod"
   log "pinning $(echo "$replaces" | wc -l) staging modules to $staging_version"
 
+  minor="${KUBE_VERSION#v1.}"
+  minor="${minor%%.*}"
+  local ldflags="-s -w"
+  for t in "${tools[@]}"; do
+    case "$t" in
+    kube-apiserver)
+      pkgs+=(k8s.io/kubernetes/cmd/kube-apiserver)
+      ldflags+=" -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+      ;;
+    helm)
+      pkgs+=(helm.sh/helm/v3/cmd/helm)
+      ldflags+=" -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+      ;;
+    esac
+  done
+  for t in "${pkgs[@]}"; do
+    imports+="	_ \"$t\""$'\n'
+  done
+
   {
-    echo "module meshpilot.local/testenv/kube-apiserver"
+    echo "module meshpilot.local/testenv/tools"
     echo
     echo "go $(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')"
     echo
-    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo "require ("
+    echo "	k8s.io/kubernetes $KUBE_VERSION"
+    echo "	helm.sh/helm/v3 $HELM_VERSION"
+    echo ")"
     echo
     echo "replace ("
     while read -r m; do
@@ -139,52 +174,58 @@ build_apiserver() {
     done <<<"$replaces"
     echo ")"
   } >"$mod/go.mod"
-  # A blank import keeps the command in the module graph for `go mod tidy`.
-  cat >"$mod/tools.go" <<'EOF'
-//go:build tools
+  # Blank imports keep the commands in the module graph for `go mod tidy`.
+  printf '//go:build tools\n\npackage tools\n\nimport (\n%s)\n' "$imports" >"$mod/tools.go"
 
-package tools
+  log "resolving the module graph of ${tools[*]}"
+  (cd "$mod" && GOFLAGS=-mod=mod go mod tidy) || die "go mod tidy of the test tools module failed"
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-EOF
-
-  log "resolving the kube-apiserver module graph"
-  (cd "$mod" && GOFLAGS=-mod=mod go mod tidy) || die "go mod tidy of the kube-apiserver build module failed"
-
-  minor="${KUBE_VERSION#v1.}"
-  minor="${minor%%.*}"
-  log "building kube-apiserver $KUBE_VERSION (several minutes when cold)"
-  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$tmp/out/kube-apiserver" \
-    -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
-    k8s.io/kubernetes/cmd/kube-apiserver) || die "go build k8s.io/kubernetes/cmd/kube-apiserver failed"
-  "$tmp/out/kube-apiserver" --version || die "the built kube-apiserver does not run"
-  publish "$tmp/out" "$APISERVER_DIR" kube-apiserver
+  # Only what the tests run: no cgo, no symbol table or DWARF (-s -w), and no
+  # DWARF generated in the first place (-dwarf=false: less compiler work and a
+  # smaller build cache); providerless leaves out in-tree cloud providers
+  # where a release still has some.
+  log "building ${tools[*]} (several minutes when cold)"
+  (cd "$mod" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags providerless \
+    -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$tmp/out/" "${pkgs[@]}") ||
+    die "go build ${pkgs[*]} failed"
+  for t in "${tools[@]}"; do
+    mkdir -p "$tmp/$t"
+    mv "$tmp/out/$t" "$tmp/$t/$t"
+    case "$t" in
+    kube-apiserver) "$tmp/$t/$t" --version || die "the built kube-apiserver does not run" ;;
+    helm) "$tmp/$t/$t" version --short || die "the built helm does not run" ;;
+    esac
+    publish "$tmp/$t" "$(tool_dir "$t")" "$t"
+  done
 }
 
-install_helm() {
-  if [ -x "$HELM_DIR/helm" ]; then
-    log "helm $HELM_VERSION cached: $HELM_DIR/helm"
-    return 0
-  fi
-  command -v go >/dev/null 2>&1 || die "go is not on PATH (expected /usr/local/go/bin/go)"
-  local tmp
-  tmp=$(mktemp -d "$CACHE_ROOT/.helm-$HELM_VERSION.XXXXXX") || die "mktemp in $CACHE_ROOT failed"
-  trap 'rm -rf "$tmp"' RETURN
-  log "installing helm $HELM_VERSION (a few minutes when cold)"
-  (cd "$tmp" && CGO_ENABLED=0 GOBIN="$tmp/out" GOFLAGS='' go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") || die "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION failed"
-  "$tmp/out/helm" version --short || die "the installed helm does not run"
-  publish "$tmp/out" "$HELM_DIR" helm
+tool_version() {
+  case "$1" in
+  kube-apiserver) echo "$KUBE_VERSION" ;;
+  helm) echo "$HELM_VERSION" ;;
+  esac
+}
+
+tool_dir() {
+  echo "$CACHE_ROOT/$1-$(tool_version "$1")"
 }
 
 cmd_install() {
   mkdir -p "$CACHE_ROOT"
-  local start
+  local start etcd_pid etcd_log
   start=$(date +%s)
-  timed etcd with_lock "$CACHE_ROOT/.etcd.lock" install_etcd
-  timed kube-apiserver with_lock "$CACHE_ROOT/.kube-apiserver-$KUBE_VERSION.lock" build_apiserver
-  timed helm with_lock "$CACHE_ROOT/.helm-$HELM_VERSION.lock" install_helm
+  # etcd comes from apt (network and disk) while the Go build uses the CPUs.
+  etcd_log=$(mktemp)
+  timed etcd with_lock "$CACHE_ROOT/.etcd.lock" install_etcd >"$etcd_log" 2>&1 &
+  etcd_pid=$!
+  timed "kube-apiserver+helm" with_lock "$CACHE_ROOT/.tools.lock" build_tools kube-apiserver helm
+  if ! wait "$etcd_pid"; then
+    cat "$etcd_log" >&2
+    rm -f "$etcd_log"
+    die "etcd install failed"
+  fi
+  cat "$etcd_log" >&2
+  rm -f "$etcd_log"
   log "all installed in $(($(date +%s) - start))s; cache $(du -sh "$CACHE_ROOT" 2>/dev/null | cut -f1) at $CACHE_ROOT"
 }
 
@@ -202,11 +243,27 @@ cmd_env() {
   echo "export MESHPILOT_HELM=$HELM_DIR/helm"
 }
 
+# cmd_exec runs a command with the test environment's variables, or fails
+# without running it when they cannot be produced (unlike
+# `eval "$(testenv.sh env)" && cmd`, where eval of a failed substitution
+# succeeds and cmd runs without them).
+cmd_exec() {
+  [ "$#" -gt 0 ] || die "exec: no command given"
+  local env
+  env=$(cmd_env) || die "exec: the test environment is not installed; not running $1"
+  eval "$env"
+  exec "$@"
+}
+
 case "${1:-}" in
 install) cmd_install ;;
 env) cmd_env ;;
+exec)
+  shift
+  cmd_exec "$@"
+  ;;
 *)
-  echo "usage: $0 install|env" >&2
+  echo "usage: $0 install|env|exec CMD..." >&2
   exit 2
   ;;
 esac

@@ -12,7 +12,7 @@ import (
 // Versions hack/testenv.sh installs; the cache directories are keyed by them.
 const (
 	// KubeVersion is the kube-apiserver version built by hack/testenv.sh.
-	KubeVersion = "v1.36.3"
+	KubeVersion = "v1.37.2"
 	// HelmVersion is the helm version installed by hack/testenv.sh.
 	HelmVersion = "v3.22.0"
 )

@@ -204,6 +204,9 @@ func (e *Env) startProcesses(ctx context.Context, extraFlags []string) error {
 		"--etcd-servers=" + etcdClient,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		// Since 1.37 the endpoint reconciler refuses a loopback advertise
+		// address; nothing here needs the kubernetes Service's endpoints.
+		"--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(ports[2]),
 		"--cert-dir=" + filepath.Join(e.dir, "apiserver-certs"),
 		"--tls-cert-file=" + e.pki.servingCrt,
