@@ -112,10 +112,3 @@ func mustAbs(t testing.TB, path string) string {
 	}
 	return abs
 }
-
-// stubGenerator returns one empty resource named name.
-type stubGenerator struct{ name string }
-
-func (s stubGenerator) Generate(*model.Proxy, *model.PushContext, *model.WatchedResource, *model.PushRequest) (model.Resources, error) {
-	return model.Resources{{Name: s.name}}, nil
-}
