@@ -42,24 +42,28 @@ run: build
 ## vet -race fills the build cache the suite uses), then the whole suite under
 ## the race detector, every benchmark once, and a short run of every fuzz
 ## target. A test environment that cannot be produced stops it.
+## Each phase's wall time is printed (bash's time).
 test:
-	$(MAKE) -j2 --output-sync=target testenv lint
-	hack/testenv.sh exec $(GO) test -count=1 -race -timeout 30m ./...
-	$(MAKE) bench-smoke fuzz
+	time $(MAKE) -j2 --output-sync=target testenv lint
+	time hack/testenv.sh exec $(GO) test -count=1 -race -timeout 30m ./...
+	time $(MAKE) bench-smoke
+	time $(MAKE) fuzz
 
 ## bench-smoke: every benchmark once (-benchtime 1x), so a broken one fails
-## make test; the figures mean nothing. Without -race, as benchmarks run
-## (under the race detector the push benchmarks take ten times longer).
+## make test; the figures mean nothing. Under -race, sharing the suite's build
+## cache, and -short, which shrinks the largest meshes (xds scaled()).
 bench-smoke:
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x $(BENCH_SMOKE_PKGS)
+	hack/testenv.sh exec $(GO) test -count=1 -race -short -run '^$$' -bench . -benchtime 1x $(BENCH_SMOKE_PKGS)
 
-## fuzz: each fuzz target for FUZZTIME (make fuzz FUZZTIME=10m for a long run).
-## -fuzzminimizetime bounds minimisation, which otherwise stalls short runs.
+## fuzz: each fuzz target for FUZZTIME (make fuzz FUZZTIME=10m for a long run),
+## FUZZJOBS targets at a time, one worker each. -fuzzminimizetime bounds
+## minimisation, which otherwise stalls short runs.
+FUZZJOBS ?= 2
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t##*:} ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x -parallel 1 $${t%%:*} || exit 1; \
-	done
+	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZJOBS) -I{} bash -c 't={}; \
+		out=$$($(GO) test -run "^$$" -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x -parallel 1 $${t%%:*} 2>&1); \
+		rc=$$?; echo "fuzz $${t##*:} ($(FUZZTIME)): $$(echo "$$out" | tail -1)"; \
+		if [ $$rc -ne 0 ]; then echo "$$out"; exit 255; fi'
 
 ## golden: rewrite every golden file from the current code (go test -update on
 ## GOLDEN_TESTS), delete stale ones, then show what changed for review.

@@ -167,7 +167,7 @@ func pushAll(b *testing.B, s *DiscoveryServer, byConn map[*Connection]*benchProx
 // op is one push round to every proxy the change reaches. The -nocache
 // modes run without the resource cache, for comparison.
 func BenchmarkFullPush(b *testing.B) {
-	const services, proxies = 100, 1000
+	services, proxies := 100, scaled(1000, 20)
 	for _, mode := range []string{"delta", "sotw", "delta-nocache", "sotw-nocache"} {
 		b.Run(mode, func(b *testing.B) {
 			s, reg, ps := benchMeshCache(b, services, proxies, strings.HasPrefix(mode, "delta"), !strings.HasSuffix(mode, "-nocache"))
@@ -212,7 +212,7 @@ func BenchmarkFullPush(b *testing.B) {
 // adds (CDS wildcard + EDS for every EDS cluster, services=1000, ~3,500
 // resources) once the shared cache is warm: the per-connection state.
 func BenchmarkDeltaConnectionBytes(b *testing.B) {
-	const services, proxies = 1000, 100
+	services, proxies := scaled(1000, 50), scaled(100, 5)
 	s, _, _ := benchMesh(b, services, 10, true)
 	next := 10
 	for b.Loop() {
@@ -232,4 +232,14 @@ func BenchmarkDeltaConnectionBytes(b *testing.B) {
 		b.ReportMetric(float64(resources)/float64(proxies), "resources/conn")
 		runtime.KeepAlive(ps)
 	}
+}
+
+// scaled is n, or small under -short: make test runs every benchmark once
+// with -short under the race detector, to show it still works, not to
+// measure it (make bench measures, without -short).
+func scaled(n, small int) int {
+	if testing.Short() {
+		return small
+	}
+	return n
 }
