@@ -54,11 +54,15 @@ func (k *kubeSources) startCredentials(ctx context.Context) error {
 }
 
 // onSecretChange pushes a changed Secret, already in the Source, to the
-// gateways that may use it. Before readiness (the initial list) there is
-// nobody to push to: the first PushContext takes the whole snapshot.
+// gateways that may use it. The informer's first list asks for nothing:
+// the first PushContext (MarkReady, after the sync) takes the whole
+// snapshot. A change after the sync is always asked for, even before
+// readiness: a push round before MarkReady's build is dropped because the
+// build will hold the change, and one after it pushes it (gating on
+// readiness would lose a change made between that build and readiness).
 func (k *kubeSources) onSecretChange(namespace, name string) {
 	s := k.server
-	if s == nil || !s.discovery.Ready() {
+	if s == nil || !k.secrets.HasSynced() {
 		return
 	}
 	s.log.Debug("secret changed", "namespace", namespace, "name", name)
@@ -70,12 +74,10 @@ func (k *kubeSources) onSecretChange(namespace, name string) {
 // namespace (those of the namespace, and the verified ones watching
 // "kubernetes://NAMESPACE/..."), whose access was just decided or changed.
 func (k *kubeSources) onAccessDecision(namespace string) {
-	s := k.server
-	if s == nil || !s.discovery.Ready() {
-		return
+	if s := k.server; s != nil {
+		s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger,
+			model.ConfigKey{Kind: model.KindSecret, Namespace: namespace}))
 	}
-	s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger,
-		model.ConfigKey{Kind: model.KindSecret, Namespace: namespace}))
 }
 
 // secretSource is what PushContexts take their Secret snapshot from; nil
