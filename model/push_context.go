@@ -26,6 +26,12 @@ type Environment struct {
 	// Cache, when set, holds marshalled resources shared across proxies and
 	// pushes; PushContexts built from the environment hand it to generators.
 	Cache *XDSCache
+	// Secrets, when set, is where gateway credentials come from: every
+	// PushContext build takes its current snapshot.
+	Secrets SecretSource
+	// CredentialAccess, when set, decides cross-namespace credential
+	// requests; PushContexts hand it to the SDS generator.
+	CredentialAccess CredentialAccess
 
 	// builds numbers the PushContexts built from this environment.
 	builds atomic.Uint64
@@ -90,6 +96,10 @@ type PushContext struct {
 	vsSourceLabels bool
 	// security indexes PeerAuthentication and AuthorizationPolicy (security_policies.go).
 	security *SecurityPolicies
+	// secrets are the credential Secrets when pc was built (nil: none);
+	// credentialAccess is env.CredentialAccess (credentials.go).
+	secrets          SecretSnapshot
+	credentialAccess CredentialAccess
 }
 
 // NewPushContext builds a snapshot from env. When prev and req are given,
@@ -106,6 +116,12 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		cache:         env.Cache,
 		cacheEpoch:    env.Cache.FullEpoch(),
 		scopes:        &sidecarScopes{},
+		// Taken at every build, full or not: a Secret change is pushed
+		// only after its source applied it (see SecretSource).
+		credentialAccess: env.CredentialAccess,
+	}
+	if env.Secrets != nil {
+		pc.secrets = env.Secrets.SecretSnapshot()
 	}
 	reuse := prev != nil && req != nil && !(req.Full && len(req.ConfigsUpdated) == 0) && !req.Updated(KindMeshConfig)
 	switch {

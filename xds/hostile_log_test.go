@@ -45,6 +45,8 @@ func loggedHarness(t *testing.T) (*harness, *testutil.Buffer) {
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := newHarnessLogging(t, true, log, func(_ *model.Environment, g *GeneratorTable) {
 		g.Sidecar[model.SecretType] = secret.Generator{Logger: log}
+		// Routers have their own column (GeneratorTable.Router).
+		g.Router = map[string]model.Generator{model.SecretType: secret.Generator{Logger: log}}
 	})
 	return h, logs
 }

@@ -6,37 +6,46 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/ca/authn"
-	"github.com/meshpilot/meshpilot/pilot/networking/secret"
+	"github.com/meshpilot/meshpilot/pilot/config/credentialaccess"
+	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 )
 
-// newCredentials returns the Secret informer behind Gateway
-// credentialNames (kubernetes://NAME over SDS), or nil when
-// Options.GatewayCredentials is off: then nothing lists or watches Secrets
-// and no credential is served. A Secret change pushes SDS to the gateways
-// of its namespace only (xds scope for model.KindSecret).
-func (k *kubeSources) newCredentials(client kubernetes.Interface, opts Options, log *slog.Logger) error {
-	if !opts.GatewayCredentials {
+// newCredentials builds, with Options.GatewayCredentials on, what serves
+// Gateway credentialNames (kubernetes://NAME over SDS) in Kubernetes mode:
+// the Secret informer writing into source, and the decision cache for
+// cross-namespace credentials (SubjectAccessReviews on its own workers,
+// never on a push). With credentials off nothing lists or watches Secrets.
+// A Secret change pushes SDS to the gateways of its namespace only (xds
+// scope for model.KindSecret), and so does a new or changed decision.
+func (k *kubeSources) newCredentials(source *secrets.Source, opts Options, log *slog.Logger) error {
+	if source == nil {
 		log.Info("gateway credentials off (PILOT_ENABLE_GATEWAY_CREDENTIALS=false): Secrets are not watched")
 		return nil
 	}
-	k.secrets = secret.NewKubeSecrets(client, log.With("source", "kube-secrets"))
-	if err := k.secrets.OnChange(k.onSecretChange); err != nil {
+	var err error
+	k.secrets, err = secrets.NewKube(k.client, source, k.onSecretChange, log.With("source", "kube-secrets"))
+	if err != nil {
 		return fmt.Errorf("gateway credentials: %w", err)
 	}
+	k.access = credentialaccess.New(credentialaccess.Options{
+		Reviewer:   credentialaccess.SubjectAccessReview{Client: k.client},
+		OnDecision: k.onAccessDecision,
+		Log:        log.With("component", "credential-access"),
+	})
 	return nil
 }
 
-// startCredentials runs the Secret informer (if any) and waits for its
-// first list, as for the other informers.
+// startCredentials runs the Secret informer and the decision cache (if
+// any) and waits for the informer's first list, as for the other informers.
 func (k *kubeSources) startCredentials(ctx context.Context) error {
 	if k.secrets == nil {
 		return nil
 	}
+	k.server.goServe("credential-access", func() error { k.access.Run(ctx); return nil })
 	k.server.goServe("kube-secrets", func() error { k.secrets.Run(ctx); return nil })
 	if !cache.WaitForCacheSync(ctx.Done(), k.secrets.HasSynced) {
 		return fmt.Errorf("secret informer: not synced: %w", ctx.Err())
@@ -44,11 +53,16 @@ func (k *kubeSources) startCredentials(ctx context.Context) error {
 	return nil
 }
 
-// onSecretChange pushes a changed Secret to the gateways that may use it.
-// Before readiness (the initial list) there is nobody to push to.
+// onSecretChange pushes a changed Secret, already in the Source, to the
+// gateways that may use it. The informer's first list asks for nothing:
+// the first PushContext (MarkReady, after the sync) takes the whole
+// snapshot. A change after the sync is always asked for, even before
+// readiness: a push round before MarkReady's build is dropped because the
+// build will hold the change, and one after it pushes it (gating on
+// readiness would lose a change made between that build and readiness).
 func (k *kubeSources) onSecretChange(namespace, name string) {
 	s := k.server
-	if s == nil || !s.discovery.Ready() {
+	if s == nil || !k.secrets.HasSynced() {
 		return
 	}
 	s.log.Debug("secret changed", "namespace", namespace, "name", name)
@@ -56,50 +70,53 @@ func (k *kubeSources) onSecretChange(namespace, name string) {
 		model.ConfigKey{Kind: model.KindSecret, Name: name, Namespace: namespace}))
 }
 
-// secretLister is what the SDS generator reads credentials from: the
-// Secret informer in Kubernetes mode, then the Secrets of the config
-// directory; nil with credentials off (every credential request is then
-// answered without a resource, logged).
-func (set *sourceSet) secretLister() secret.SecretLister {
-	var chain secret.Chain
-	if set.kube != nil && set.kube.secrets != nil {
-		chain = append(chain, set.kube.secrets)
+// onAccessDecision pushes SDS to the gateways reading the credentials of
+// namespace (those of the namespace, and the verified ones watching
+// "kubernetes://NAMESPACE/..."), whose access was just decided or changed.
+func (k *kubeSources) onAccessDecision(namespace string) {
+	if s := k.server; s != nil {
+		s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger,
+			model.ConfigKey{Kind: model.KindSecret, Namespace: namespace}))
 	}
-	if set.fileSecrets != nil {
-		chain = append(chain, set.fileSecrets)
-	}
-	switch len(chain) {
-	case 0:
-		return nil
-	case 1:
-		return chain[0]
-	}
-	return chain
 }
 
-// secretAuthorizer decides cross-namespace credential requests of gateways
-// with a verified identity by SubjectAccessReview, in Kubernetes mode with
-// credentials on; nil otherwise (own namespace only).
-func (set *sourceSet) secretAuthorizer() secret.Authorizer {
-	if set.kube == nil || set.kube.secrets == nil {
+// secretSource is what PushContexts take their Secret snapshot from; nil
+// with credentials off (every credential request is then answered without
+// a resource, logged).
+func (set *sourceSet) secretSource() model.SecretSource {
+	if set.secrets == nil {
 		return nil
 	}
-	return secret.NewAccessReview(set.kube.client, nil)
+	return set.secrets
 }
+
+// credentialAccess decides cross-namespace credential requests of gateways
+// with a verified identity, in Kubernetes mode with credentials on; nil
+// otherwise (own namespace only).
+func (set *sourceSet) credentialAccess() model.CredentialAccess {
+	if set.kube == nil || set.kube.access == nil {
+		return nil
+	}
+	return set.kube.access
+}
+
+// CredentialAccess is the server's decision cache for cross-namespace
+// credentials; nil when it authorizes none.
+func (s *Server) CredentialAccess() model.CredentialAccess { return s.env.CredentialAccess }
 
 // applySecrets takes in the config directory's Secrets and pushes SDS for
 // each one changed to the gateways of its namespace, as a Secret informer
 // event does in Kubernetes mode. Key material is never logged.
-func (s *Server) applySecrets(secrets []*corev1.Secret, push bool) {
-	if s.fileSecrets == nil {
-		if len(secrets) > 0 && !s.warnedSecretsOff {
+func (s *Server) applySecrets(dirSecrets []*corev1.Secret, push bool) {
+	if s.secrets == nil {
+		if len(dirSecrets) > 0 && !s.warnedSecretsOff {
 			s.warnedSecretsOff = true
 			s.log.Warn("gateway credentials off (PILOT_ENABLE_GATEWAY_CREDENTIALS=false): Secrets of the config directory are not served",
-				"secrets", len(secrets))
+				"secrets", len(dirSecrets))
 		}
 		return
 	}
-	changed := s.fileSecrets.Replace(secrets)
+	changed := s.secrets.ReplaceFiles(dirSecrets)
 	if !push || len(changed) == 0 {
 		return
 	}

@@ -17,9 +17,10 @@ import (
 // generatorTable is the one place that says which generator serves which
 // type for which kind of client. Sidecars and routers (gateways) share CDS,
 // EDS and SDS and differ in LDS and RDS; credentialName secrets go over SDS
-// from secrets (nil: none served), other namespaces' only as authz allows.
-func generatorTable(secrets secret.SecretLister, authz secret.Authorizer, log *slog.Logger) xds.GeneratorTable {
-	sds := secret.Generator{Secrets: secrets, Authorizer: authz, Logger: log.With("generator", "sds")}
+// from the PushContext's Secret snapshot, other namespaces' only as its
+// CredentialAccess allows.
+func generatorTable(log *slog.Logger) xds.GeneratorTable {
+	sds := secret.Generator{Logger: log.With("generator", "sds")}
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
 			model.ClusterType:  cluster.Generator{},

@@ -15,10 +15,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/credentialaccess"
 	configkube "github.com/meshpilot/meshpilot/pilot/config/kube"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
+	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 	"github.com/meshpilot/meshpilot/pilot/leaderelection"
-	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	kubereg "github.com/meshpilot/meshpilot/serviceregistry/kube"
 )
 
@@ -33,8 +34,10 @@ type kubeSources struct {
 	mesh     *configkube.MeshWatcher // nil when the mesh comes from a file
 	store    *memory.Store
 	elector  *leaderelection.Elector
-	// secrets serve Gateway credentialNames; nil when turned off.
-	secrets *secret.KubeSecrets
+	// secrets feed Gateway credentialNames and access decides their
+	// cross-namespace reads; both nil when turned off (credentials.go).
+	secrets *secrets.Kube
+	access  *credentialaccess.Cache
 	// server receives the changes; set by bind before Start.
 	server *Server
 }
@@ -108,9 +111,6 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 		if err != nil {
 			return nil, err
 		}
-	}
-	if err := k.newCredentials(client, opts, log); err != nil {
-		return nil, err
 	}
 	k.elector, err = leaderelection.New(leaderelection.Options{
 		Client: client, Namespace: opts.Namespace, Identity: electionIdentity(opts.PodName),

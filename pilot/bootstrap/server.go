@@ -18,7 +18,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
-	"github.com/meshpilot/meshpilot/pilot/networking/secret"
+	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 	"github.com/meshpilot/meshpilot/serviceregistry/aggregate"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
@@ -42,10 +42,10 @@ type Server struct {
 	loader    *file.Loader   // nil without --configDir
 	kube      *kubeSources   // nil without a cluster
 	secure    *secureServing // nil when --secureGRPCAddr is empty
-	// fileSecrets are the config directory's gateway credentials (nil
-	// without a directory or with credentials off); warnedSecretsOff says
-	// the Secrets ignored with credentials off were logged.
-	fileSecrets      *secret.Store
+	// secrets are the gateway credentials (nil with credentials off);
+	// warnedSecretsOff says the config directory's Secrets ignored with
+	// credentials off were logged.
+	secrets          *secrets.Source
 	warnedSecretsOff bool
 
 	grpcServer *grpc.Server
@@ -97,9 +97,11 @@ func NewServer(opts Options) (*Server, error) {
 		Mesh:             mesh,
 		MeshSource:       sources.meshSource(),
 		DomainSuffix:     opts.Domain,
+		Secrets:          sources.secretSource(),
+		CredentialAccess: sources.credentialAccess(),
 	}
 	var s *Server
-	ds := xds.NewDiscoveryServer(env, generatorTable(sources.secretLister(), sources.secretAuthorizer(), log), xds.Options{
+	ds := xds.NewDiscoveryServer(env, generatorTable(log), xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		VerifiedIdentity:  verifiedIdentity,
 		Log:               log.With("component", "xds"),
@@ -113,7 +115,7 @@ func NewServer(opts Options) (*Server, error) {
 	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
-		kube: sources.kube, fileSecrets: sources.fileSecrets,
+		kube: sources.kube, secrets: sources.secrets,
 	}
 	if opts.ConfigDir != "" {
 		s.loader = file.NewLoaderWithOptions(opts.ConfigDir, log.With("source", "file"), file.Options{MaxFileSize: opts.ConfigMaxFileSize})

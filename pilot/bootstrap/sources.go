@@ -10,7 +10,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
-	"github.com/meshpilot/meshpilot/pilot/networking/secret"
+	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 )
 
@@ -25,21 +25,24 @@ type sourceSet struct {
 	configStore model.ConfigStore
 	fileShard   string
 	hasFiles    bool
-	// fileSecrets are the config directory's Secrets (gateway credentials);
-	// nil without a directory or with credentials off.
-	fileSecrets *secret.Store
+	// secrets are the gateway credentials: the cluster's Secrets, then the
+	// config directory's; nil with credentials off.
+	secrets *secrets.Source
 }
 
 func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.Store, meshFromFile bool, unsupported func(float64), log *slog.Logger) (*sourceSet, error) {
 	set := &sourceSet{configStore: fileStore, fileShard: kube.ShardKubernetes, hasFiles: opts.ConfigDir != ""}
-	if set.hasFiles && opts.GatewayCredentials {
-		set.fileSecrets = secret.NewStore()
+	if opts.GatewayCredentials && (set.hasFiles || opts.kubeMode()) {
+		set.secrets = secrets.NewSource()
 	}
 	if !opts.kubeMode() {
 		return set, nil
 	}
 	ks, err := newKubeSources(opts, endpoints, meshFromFile, unsupported, log)
 	if err != nil {
+		return nil, err
+	}
+	if err := ks.newCredentials(set.secrets, opts, log); err != nil {
 		return nil, err
 	}
 	set.kube = ks

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/testutil"
+	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 )
@@ -100,18 +102,24 @@ func putSecret(ctx context.Context, t *testing.T, ns, name string, cert, key []b
 
 // TestCrossNamespaceCredential: a router connected on the secure port as
 // service account cross-gw/ingress, which a RoleBinding lets list the
-// Secrets of namespace certs, gets kubernetes://certs/shared-cert, and a
-// change of that Secret is pushed to it; a router authenticated as
-// cross-gw/noaccess (no binding) and a router on the plaintext port get
-// nothing.
+// Secrets of namespace certs, gets kubernetes://certs/shared-cert once the
+// SubjectAccessReview decided (the first answer, pending, has none; the
+// decision pushes it), and a change of that Secret is pushed to it; a
+// router authenticated as cross-gw/noaccess (no binding) and a router on
+// the plaintext port get nothing, while noaccess still gets its own
+// namespace's credential.
 func TestCrossNamespaceCredential(t *testing.T) {
 	ctx := t.Context()
 	ensureNamespace(ctx, t, certsNS)
+	ensureNamespace(ctx, t, crossGatewayNS)
 	ingressToken := env.ServiceAccountToken(t, crossGatewayNS, "ingress", "istio-ca")
 	noaccessToken := env.ServiceAccountToken(t, crossGatewayNS, "noaccess", "istio-ca")
 	allowListSecrets(ctx, t, certsNS, crossGatewayNS, "ingress")
 	cert1, key1 := testutil.SelfSignedCert(t, "shared1.example.com")
 	putSecret(ctx, t, certsNS, "shared-cert", cert1, key1)
+	own1, ownKey := testutil.SelfSignedCert(t, "own1.example.com")
+	putSecret(ctx, t, crossGatewayNS, "own-cert", own1, ownKey)
+	const ownCredential = "kubernetes://own-cert"
 
 	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
@@ -123,18 +131,42 @@ func TestCrossNamespaceCredential(t *testing.T) {
 
 	gw := openSDSOn(t, conn, ingressToken, routerNode(t, crossGatewayNS, "ingress", "10.244.0.40"), sharedCredential)
 	got := gw.next(t)
-	if got[sharedCredential] == nil || chainOf(got[sharedCredential]) != string(cert1) {
+	for got[sharedCredential] == nil {
+		if len(got) != 0 {
+			t.Fatalf("authorized gateway got %v before its decision", got)
+		}
+		got = gw.next(t)
+	}
+	if chainOf(got[sharedCredential]) != string(cert1) {
 		t.Fatalf("authorized gateway got %v, want %s", got, sharedCredential)
 	}
 
-	refused := map[string]*sdsStream{
-		"service account without the binding": openSDSOn(t, conn, noaccessToken,
-			routerNode(t, crossGatewayNS, "noaccess", "10.244.0.41"), sharedCredential),
-		"plaintext port": openSDS(t, srv.GRPCListenAddr(), routerNode(t, crossGatewayNS, "ingress", "10.244.0.42"), sharedCredential),
+	noaccess := openSDSOn(t, conn, noaccessToken, routerNode(t, crossGatewayNS, "noaccess", "10.244.0.41"), sharedCredential, ownCredential)
+	if got := noaccess.next(t); got[sharedCredential] != nil || got[ownCredential] == nil {
+		t.Fatalf("service account without the binding got %v, want only %s", got, ownCredential)
 	}
-	for name, s := range refused {
-		if got := s.next(t); len(got) != 0 {
-			t.Errorf("%s: got %v, want nothing", name, got)
+	plaintext := openSDS(t, srv.GRPCListenAddr(), routerNode(t, crossGatewayNS, "ingress", "10.244.0.42"), sharedCredential)
+	if got := plaintext.next(t); len(got) != 0 {
+		t.Errorf("plaintext port: got %v, want nothing", got)
+	}
+	// Once noaccess is denied, a push of its namespace still leaves the
+	// shared credential out.
+	id := model.VerifiedIdentity{Namespace: crossGatewayNS, ServiceAccount: "noaccess"}
+	testutil.Eventually(t, time.Minute, "decision on noaccess", func() bool {
+		return srv.CredentialAccess().Decide(id, certsNS).State != model.AccessPending
+	})
+	if d := srv.CredentialAccess().Decide(id, certsNS); d.State != model.AccessDenied {
+		t.Fatalf("noaccess: %s (%s), want denied", d.State, d.Reason)
+	}
+	own2, _ := testutil.SelfSignedCert(t, "own2.example.com")
+	putSecret(ctx, t, crossGatewayNS, "own-cert", own2, ownKey)
+	for {
+		got := noaccess.next(t)
+		if got[sharedCredential] != nil {
+			t.Fatalf("service account without the binding got %s", sharedCredential)
+		}
+		if got[ownCredential] != nil && chainOf(got[ownCredential]) == string(own2) {
+			break
 		}
 	}
 

@@ -15,7 +15,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
-// Log lines of pilot/networking/secret and pilot/bootstrap telling whether
+// Log lines of pilot/config/secrets and pilot/bootstrap telling whether
 // Secrets are watched for Gateway credentialNames.
 const (
 	secretsWatchedLog = "watching secrets for gateway credentials"

@@ -1,11 +1,12 @@
 // Package secret is the control plane's SDS generator: it serves the
-// certificates of Gateway credentialNames ("kubernetes://NAME") from
-// Kubernetes Secrets to the gateways (router proxies) of the Secret's
-// namespace, over ADS, as istiod does.
+// certificates of Gateway credentialNames ("kubernetes://NAME") from the
+// PushContext's Secret snapshot to the gateways (router proxies) of the
+// Secret's namespace, over ADS, as istiod does. It reads nothing but the
+// PushContext: Secrets come from pilot/config/secrets, cross-namespace
+// decisions from the PushContext's CredentialAccess, which never blocks.
 package secret
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,19 +17,12 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/credential"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
-
-// SecretLister finds a Kubernetes Secret. A missing Secret is a nil Secret
-// or an error for which apierrors.IsNotFound holds.
-type SecretLister interface {
-	Secret(namespace, name string) (*corev1.Secret, error)
-}
 
 // Secret data keys, in the order they are tried: Kubernetes TLS Secrets
 // (tls.crt, tls.key, ca.crt), then Istio's generic ones (cert, key, cacert).
@@ -44,23 +38,20 @@ var (
 // chain and key of Secret NAME) and kubernetes://NAME-cacert (its CA
 // certificate; else that of Secret NAME-cacert) to router proxies whose
 // identity the secure port verified, from the namespace of that identity,
-// or "kubernetes://NS/NAME" of another namespace NS when the Authorizer
-// allows the identity to list Secrets in NS. Anything else — a sidecar, another
-// namespace without that right, another prefix, a missing Secret or key —
-// gets no resource and a log line.
+// or "kubernetes://NS/NAME" of another namespace NS when the PushContext's
+// CredentialAccess allows the identity to list Secrets in NS. Anything else
+// — a sidecar, another namespace without that right or whose decision is
+// pending (its push follows the decision), another prefix, a missing Secret
+// or key — gets no resource and a log line.
 // Logger may be nil (no logs).
 type Generator struct {
-	Secrets SecretLister
-	// Authorizer, when set, lets a gateway with a verified identity read
-	// "kubernetes://NS/NAME" of another namespace NS it may list Secrets in.
-	Authorizer Authorizer
-	Logger     *slog.Logger
+	Logger *slog.Logger
 }
 
 var _ model.Generator = Generator{}
 
 // Generate returns the requested secrets proxy may read, sorted by name.
-func (g Generator) Generate(proxy *model.Proxy, _ *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	if w == nil || len(w.ResourceNames) == 0 {
 		return nil, nil
 	}
@@ -80,7 +71,7 @@ func (g Generator) Generate(proxy *model.Proxy, _ *model.PushContext, w *model.W
 	// number): the names not served and their first distinct errors.
 	var notServed, errs []string
 	for _, n := range names {
-		s, err := g.build(proxy, n)
+		s, err := build(push, proxy, n)
 		if err != nil {
 			notServed = append(notServed, n)
 			if msg := err.Error(); len(errs) < clientlog.MaxListed && !slices.Contains(errs, msg) {
@@ -104,7 +95,7 @@ func (g Generator) Generate(proxy *model.Proxy, _ *model.PushContext, w *model.W
 var errRefused = errors.New("refused")
 
 // build returns the Envoy secret for resource name.
-func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error) {
+func build(push *model.PushContext, proxy *model.Proxy, name string) (*tlsv3.Secret, error) {
 	ref, ok := strings.CutPrefix(name, credential.KubernetesPrefix)
 	if !ok || ref == "" {
 		return nil, fmt.Errorf("%w: not a %sNAME resource", errRefused, credential.KubernetesPrefix)
@@ -119,18 +110,19 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 	ns := id.Namespace
 	if refNS, refName, ok := strings.Cut(ref, "/"); ok {
 		if refNS != ns {
-			if err := g.authorizeCrossNamespace(proxy, refNS); err != nil {
+			if err := authorizeCrossNamespace(push, proxy, refNS); err != nil {
 				return nil, err
 			}
 			ns = refNS
 		}
 		ref = refName
 	}
-	if g.Secrets == nil {
-		return nil, fmt.Errorf("no secret source")
+	if push == nil {
+		return nil, errors.New("no snapshot to read secrets from")
 	}
+	secrets := push.Secrets()
 	if base, isCA := strings.CutSuffix(ref, credential.CASuffix); isCA {
-		ca, crl, err := g.caCert(ns, base, ref)
+		ca, crl, err := caCert(secrets, ns, base, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +132,7 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 		}
 		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: vc}}, nil
 	}
-	sec, err := g.lookup(ns, ref)
+	sec, err := lookup(secrets, ns, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -158,32 +150,41 @@ func (g Generator) build(proxy *model.Proxy, name string) (*tlsv3.Secret, error)
 
 // authorizeCrossNamespace lets a gateway read the credentials of namespace
 // ns, not its own, only when its connection authenticated an identity
-// (secure port) that the Authorizer allows to list Secrets there.
-func (g Generator) authorizeCrossNamespace(proxy *model.Proxy, ns string) error {
+// (secure port) that the CredentialAccess allows to list Secrets there. It
+// never waits: a pending decision refuses for now, and the push that
+// follows the decision serves the credential.
+func authorizeCrossNamespace(push *model.PushContext, proxy *model.Proxy, ns string) error {
 	id := proxy.VerifiedIdentity
 	if id == nil {
 		return fmt.Errorf("%w: secret of namespace %q asked by a gateway of namespace %q without a verified identity (connect to the secure port)",
 			errRefused, ns, proxy.ConfigNamespace())
 	}
-	if g.Authorizer == nil {
+	var access model.CredentialAccess
+	if push != nil {
+		access = push.CredentialAccess()
+	}
+	if access == nil {
 		return fmt.Errorf("%w: secret of namespace %q asked by %s: cross-namespace credentials are not authorized by this server",
 			errRefused, ns, id.SPIFFE)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), reviewTimeout)
-	defer cancel()
-	if err := g.Authorizer.Authorize(ctx, *id, ns); err != nil {
-		return fmt.Errorf("%w: secret of namespace %q asked by %s: %w", errRefused, ns, id.SPIFFE, err)
+	switch d := access.Decide(*id, ns); d.State {
+	case model.AccessAllowed:
+		return nil
+	case model.AccessDenied:
+		return fmt.Errorf("%w: secret of namespace %q asked by %s: forbidden: %s", errRefused, ns, id.SPIFFE, d.Reason)
+	default:
+		return fmt.Errorf("%w for now: secret of namespace %q asked by %s: authorization pending (%s); pushed once decided",
+			errRefused, ns, id.SPIFFE, d.Reason)
 	}
-	return nil
 }
 
 // caCert finds the CA of credential base: the ca.crt (or cacert) of Secret
 // base, else of Secret base-cacert, as Istio does; with the revocation list
 // (ca.crl or crl) of the same Secret, if any.
-func (g Generator) caCert(ns, base, withSuffix string) (ca, crl []byte, err error) {
+func caCert(secrets model.SecretSnapshot, ns, base, withSuffix string) (ca, crl []byte, err error) {
 	var firstErr error
 	for _, n := range []string{base, withSuffix} {
-		sec, err := g.lookup(ns, n)
+		sec, err := lookup(secrets, ns, n)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -201,13 +202,10 @@ func (g Generator) caCert(ns, base, withSuffix string) (ca, crl []byte, err erro
 	return nil, nil, fmt.Errorf("secret %s/%s: data: no %s or %s (nor in %s)", ns, base, caKeys[0], caKeys[1], withSuffix)
 }
 
-func (g Generator) lookup(ns, name string) (*corev1.Secret, error) {
-	sec, err := g.Secrets.Secret(ns, name)
-	switch {
-	case apierrors.IsNotFound(err) || (err == nil && sec == nil):
+func lookup(secrets model.SecretSnapshot, ns, name string) (*corev1.Secret, error) {
+	sec := secrets.Secret(ns, name)
+	if sec == nil {
 		return nil, fmt.Errorf("secret %s/%s: not found", ns, name)
-	case err != nil:
-		return nil, fmt.Errorf("secret %s/%s: %w", ns, name, err)
 	}
 	return sec, nil
 }
@@ -224,17 +222,4 @@ func value(sec *corev1.Secret, keys []string) ([]byte, string) {
 
 func inline(b []byte) *corev3.DataSource {
 	return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
-}
-
-// Static is a SecretLister over a fixed set of Secrets (tests, files).
-type Static []*corev1.Secret
-
-// Secret returns the Secret of that namespace and name; nil if none.
-func (s Static) Secret(namespace, name string) (*corev1.Secret, error) {
-	for _, sec := range s {
-		if sec.Namespace == namespace && sec.Name == name {
-			return sec, nil
-		}
-	}
-	return nil, nil
 }

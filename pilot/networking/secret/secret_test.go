@@ -1,8 +1,9 @@
 package secret_test
 
 import (
-	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 )
@@ -53,10 +55,20 @@ func watch(names ...string) *model.WatchedResource {
 	return w
 }
 
-// generate returns the secrets served to proxy by name, each validated.
-func generate(t *testing.T, g secret.Generator, proxy *model.Proxy, names ...string) map[string]*tlsv3.Secret {
+// pushWith is a PushContext whose Secret snapshot holds secs (through the
+// real source) and whose CredentialAccess is access (nil: none).
+func pushWith(secs []*corev1.Secret, access model.CredentialAccess) *model.PushContext {
+	src := secrets.NewSource()
+	src.ReplaceFiles(secs)
+	env := nt.Input{}.Environment()
+	env.Secrets, env.CredentialAccess = src, access
+	return model.NewPushContext(env, nil, nil)
+}
+
+// generate returns the secrets served to proxy from push by name, each validated.
+func generate(t *testing.T, g secret.Generator, push *model.PushContext, proxy *model.Proxy, names ...string) map[string]*tlsv3.Secret {
 	t.Helper()
-	res, err := g.Generate(proxy, nil, watch(names...), nil)
+	res, err := g.Generate(proxy, push, watch(names...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +87,7 @@ func generate(t *testing.T, g secret.Generator, proxy *model.Proxy, names ...str
 	return out
 }
 
-var secrets = secret.Static{
+var fixture = []*corev1.Secret{
 	tlsSecret("istio-system", "bookinfo-cert", map[string]string{"tls.crt": "CERT", "tls.key": "KEY", "ca.crt": "CA"}),
 	tlsSecret("istio-system", "generic", map[string]string{"cert": "GCERT", "key": "GKEY"}),
 	tlsSecret("istio-system", "generic-cacert", map[string]string{"cacert": "GCA"}),
@@ -83,8 +95,7 @@ var secrets = secret.Static{
 }
 
 func TestCertificateAndCA(t *testing.T) {
-	g := secret.Generator{Secrets: secrets}
-	got := generate(t, g, gatewayProxy("istio-system"),
+	got := generate(t, secret.Generator{}, pushWith(fixture, nil), gatewayProxy("istio-system"),
 		"kubernetes://bookinfo-cert", "kubernetes://bookinfo-cert-cacert",
 		"kubernetes://generic", "kubernetes://generic-cacert", "kubernetes://istio-system/bookinfo-cert")
 	check := func(name, cert, key string) {
@@ -109,9 +120,10 @@ func TestCertificateAndCA(t *testing.T) {
 
 func TestRefused(t *testing.T) {
 	var sink testutil.Buffer
-	g := secret.Generator{Secrets: secrets, Logger: slog.New(slog.NewTextHandler(&sink, nil))}
+	g := secret.Generator{Logger: slog.New(slog.NewTextHandler(&sink, nil))}
+	push := pushWith(fixture, nil)
 	sidecar := nt.Proxy("10.244.0.6", "productpage-v1", "istio-system", nil)
-	if got := generate(t, g, sidecar, "kubernetes://bookinfo-cert"); len(got) != 0 {
+	if got := generate(t, g, push, sidecar, "kubernetes://bookinfo-cert"); len(got) != 0 {
 		t.Errorf("sidecar got %v", got)
 	}
 	if !strings.Contains(sink.String(), "sds refused") {
@@ -119,7 +131,7 @@ func TestRefused(t *testing.T) {
 	}
 	// A gateway of namespace other reads only other's Secrets.
 	other := gatewayProxy("other")
-	got := generate(t, g, other, "kubernetes://bookinfo-cert", "kubernetes://istio-system/bookinfo-cert",
+	got := generate(t, g, push, other, "kubernetes://bookinfo-cert", "kubernetes://istio-system/bookinfo-cert",
 		"kubernetes://other-cert", "file-cert:/etc/x", "default")
 	if len(got) != 1 || got["kubernetes://other-cert"] == nil {
 		t.Errorf("gateway of namespace other got %v, want only kubernetes://other-cert", got)
@@ -131,7 +143,7 @@ func TestRefused(t *testing.T) {
 	// of its own namespace's credentials: its node metadata is only a claim.
 	var plainSink testutil.Buffer
 	g.Logger = slog.New(slog.NewTextHandler(&plainSink, nil))
-	if got := generate(t, g, unverifiedGateway("istio-system"), "kubernetes://bookinfo-cert", "kubernetes://bookinfo-cert-cacert"); len(got) != 0 {
+	if got := generate(t, g, push, unverifiedGateway("istio-system"), "kubernetes://bookinfo-cert", "kubernetes://bookinfo-cert-cacert"); len(got) != 0 {
 		t.Errorf("unverified gateway got %v, want nothing", got)
 	}
 	if !strings.Contains(plainSink.String(), "authenticated on the secure port") {
@@ -140,18 +152,138 @@ func TestRefused(t *testing.T) {
 }
 
 func TestMissingData(t *testing.T) {
-	g := secret.Generator{Secrets: secret.Static{tlsSecret("ns", "nokey", map[string]string{"tls.crt": "C"})}}
-	if got := generate(t, g, gatewayProxy("ns"), "kubernetes://nokey", "kubernetes://nokey-cacert", "kubernetes://absent"); len(got) != 0 {
+	push := pushWith([]*corev1.Secret{tlsSecret("ns", "nokey", map[string]string{"tls.crt": "C"})}, nil)
+	if got := generate(t, secret.Generator{}, push, gatewayProxy("ns"), "kubernetes://nokey", "kubernetes://nokey-cacert", "kubernetes://absent"); len(got) != 0 {
 		t.Errorf("got %v, want nothing", got)
+	}
+	// Without a snapshot to read from, nothing either.
+	if got := generate(t, secret.Generator{}, nil, gatewayProxy("ns"), "kubernetes://nokey"); len(got) != 0 {
+		t.Errorf("without a PushContext got %v", got)
 	}
 }
 
-type failing struct{}
+// TestReadsOnlyItsPushContext: a PushContext keeps serving the Secrets of
+// its snapshot after the source changed; the next build serves the change.
+func TestReadsOnlyItsPushContext(t *testing.T) {
+	src := secrets.NewSource()
+	src.ReplaceFiles([]*corev1.Secret{tlsSecret("ns", "c", map[string]string{"tls.crt": "OLD", "tls.key": "K"})})
+	env := nt.Input{}.Environment()
+	env.Secrets = src
+	before := model.NewPushContext(env, nil, nil)
+	src.ReplaceFiles([]*corev1.Secret{tlsSecret("ns", "c", map[string]string{"tls.crt": "NEW", "tls.key": "K"})})
+	after := model.NewPushContext(env, before, model.NewPushRequest(true, model.ReasonSecretTrigger,
+		model.ConfigKey{Kind: model.KindSecret, Namespace: "ns", Name: "c"}))
+	for push, want := range map[*model.PushContext]string{before: "OLD", after: "NEW"} {
+		got := generate(t, secret.Generator{}, push, gatewayProxy("ns"), "kubernetes://c")
+		if c := got["kubernetes://c"].GetTlsCertificate().GetCertificateChain().GetInlineBytes(); string(c) != want {
+			t.Errorf("PushContext %s served %q, want %q", push.Version, c, want)
+		}
+	}
+}
 
-func (failing) Secret(string, string) (*corev1.Secret, error) { return nil, errors.New("boom") }
+// decisions is a CredentialAccess answering from a table by namespace
+// (absent: pending) and recording what it was asked.
+type decisions struct {
+	states map[string]model.AccessState
+	calls  []string
+}
 
-func TestListerError(t *testing.T) {
-	if got := generate(t, secret.Generator{Secrets: failing{}}, gatewayProxy("ns"), "kubernetes://x"); len(got) != 0 {
-		t.Errorf("got %v", got)
+func (d *decisions) Decide(id model.VerifiedIdentity, ns string) model.AccessDecision {
+	d.calls = append(d.calls, id.Namespace+"/"+id.ServiceAccount+"->"+ns)
+	st, ok := d.states[ns]
+	switch {
+	case !ok:
+		return model.AccessDecision{State: model.AccessPending, Reason: "review pending"}
+	case st == model.AccessDenied:
+		return model.AccessDecision{State: st, Reason: fmt.Sprintf("not in %s", ns)}
+	}
+	return model.AccessDecision{State: st}
+}
+
+func verified(p *model.Proxy, sa string) *model.Proxy {
+	p.VerifiedIdentity = &model.VerifiedIdentity{
+		SPIFFE:    "spiffe://cluster.local/ns/" + p.Namespace + "/sa/" + sa,
+		Namespace: p.Namespace, ServiceAccount: sa,
+	}
+	return p
+}
+
+// TestCrossNamespace: kubernetes://NS/NAME of another namespace is served
+// only to a gateway with a verified identity the CredentialAccess allows in
+// NS (certificate and CA); a pending decision serves nothing yet, unverified
+// gateways and refused identities nothing at all, and the refusals are
+// logged without key material.
+func TestCrossNamespace(t *testing.T) {
+	var sink testutil.Buffer
+	access := &decisions{states: map[string]model.AccessState{"other": model.AccessAllowed, "istio-system": model.AccessDenied}}
+	push := pushWith(fixture, access)
+	g := secret.Generator{Logger: slog.New(slog.NewTextHandler(&sink, nil))}
+	names := []string{"kubernetes://other/other-cert", "kubernetes://istio-system/generic-cacert", "kubernetes://istio-system/generic"}
+
+	got := generate(t, g, push, verified(gatewayProxy("gw"), "ingress"), names...)
+	if c := got["kubernetes://other/other-cert"].GetTlsCertificate().GetCertificateChain().GetInlineBytes(); string(c) != "OCERT" {
+		t.Errorf("allowed namespace: certificate %q, want OCERT", c)
+	}
+	if len(got) != 1 {
+		t.Errorf("got %d secrets, want only other's (istio-system not allowed): %v", len(got), got)
+	}
+	if !slices.Contains(access.calls, "gw/ingress->istio-system") {
+		t.Errorf("access calls %v", access.calls)
+	}
+	if !strings.Contains(sink.String(), "forbidden: not in istio-system") {
+		t.Errorf("refusal not logged: %s", sink.String())
+	}
+	if strings.Contains(sink.String(), "GKEY") || strings.Contains(sink.String(), "OKEY") {
+		t.Errorf("key material logged: %s", sink.String())
+	}
+
+	delete(access.states, "istio-system")
+	var pendingSink testutil.Buffer
+	g.Logger = slog.New(slog.NewTextHandler(&pendingSink, nil))
+	if got := generate(t, g, push, verified(gatewayProxy("gw"), "ingress"), names...); len(got) != 1 {
+		t.Errorf("pending decision: got %d secrets, want only other's", len(got))
+	}
+	if n := strings.Count(pendingSink.String(), "sds resources not served"); n != 1 || !strings.Contains(pendingSink.String(), "authorization pending") {
+		t.Errorf("pending not logged once per request (%d lines): %s", n, pendingSink.String())
+	}
+
+	access.states["istio-system"] = model.AccessAllowed
+	got = generate(t, g, push, verified(gatewayProxy("gw"), "ingress"), names...)
+	if ca := got["kubernetes://istio-system/generic-cacert"].GetValidationContext().GetTrustedCa().GetInlineBytes(); string(ca) != "GCA" {
+		t.Errorf("CA %q, want GCA", ca)
+	}
+	if len(got) != 3 {
+		t.Errorf("got %d secrets, want 3", len(got))
+	}
+
+	// Plaintext (no verified identity): nothing, and nobody is asked.
+	access.calls = nil
+	if got := generate(t, g, push, unverifiedGateway("gw"), names...); len(got) != 0 {
+		t.Errorf("unverified gateway got %v", got)
+	}
+	if len(access.calls) != 0 {
+		t.Errorf("access asked for an unverified gateway: %v", access.calls)
+	}
+	if got := generate(t, g, pushWith(fixture, nil), verified(gatewayProxy("gw"), "ingress"), names...); len(got) != 0 {
+		t.Errorf("without a CredentialAccess got %v", got)
+	}
+}
+
+// TestCRL serves a credential's revocation list (ca.crl, or crl in a
+// generic Secret) with its CA.
+func TestCRL(t *testing.T) {
+	push := pushWith([]*corev1.Secret{
+		tlsSecret("ns", "tls", map[string]string{"tls.crt": "C", "tls.key": "K", "ca.crt": "CA", "ca.crl": "CRL"}),
+		tlsSecret("ns", "generic-cacert", map[string]string{"cacert": "GCA", "crl": "GCRL"}),
+		tlsSecret("ns", "nocrl", map[string]string{"ca.crt": "NCA"}),
+	}, nil)
+	got := generate(t, secret.Generator{}, push, gatewayProxy("ns"), "kubernetes://tls-cacert", "kubernetes://generic-cacert", "kubernetes://nocrl-cacert")
+	for name, want := range map[string]string{"kubernetes://tls-cacert": "CRL", "kubernetes://generic-cacert": "GCRL"} {
+		if crl := got[name].GetValidationContext().GetCrl().GetInlineBytes(); string(crl) != want {
+			t.Errorf("%s: crl %q, want %q", name, crl, want)
+		}
+	}
+	if vc := got["kubernetes://nocrl-cacert"].GetValidationContext(); vc.GetCrl() != nil || string(vc.GetTrustedCa().GetInlineBytes()) != "NCA" {
+		t.Errorf("without a CRL: %v", vc)
 	}
 }
