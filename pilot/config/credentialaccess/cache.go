@@ -6,9 +6,11 @@
 // push of the namespace's credentials.
 //
 // Decisions live AuthzCacheTTL, as in Istio. An expired decision is still
-// served while a background review refreshes it (stale-while-revalidate);
-// a decision not asked for during its lifetime is dropped, and the next ask
-// starts over (pending). A failed review is not a decision: the previous
+// served while a background review refreshes it (stale-while-revalidate),
+// however long nobody asked: a gateway that got no push for a while must not
+// see its credential withdrawn (a Delta removal) at the next one while the
+// decision is reviewed again. Only the bounds below evict a decision. A
+// failed review is not a decision: the previous
 // one, if any, stays, and the review is retried with exponential backoff
 // (RetryMin to RetryMax) as long as the key was asked for within the TTL.
 //
@@ -97,8 +99,6 @@ type entry struct {
 	reason           string
 	decidedAt        time.Time
 	lastAsked        time.Time
-	// askedSinceDecision: Decide saw the decision during its lifetime.
-	askedSinceDecision bool
 	// queued: in queue; inFlight: a worker reviews it; retry: a failed
 	// review waits for its backoff.
 	queued, inFlight bool
@@ -167,11 +167,6 @@ func (c *Cache) Decide(id model.VerifiedIdentity, namespace string) model.Access
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[k]
-	if e != nil && e.decided && c.expired(e, now) && !e.askedSinceDecision {
-		// Not asked for during its lifetime: dropped, start over.
-		c.remove(e)
-		e = nil
-	}
 	if e == nil {
 		e = c.add(k)
 	}
@@ -187,8 +182,6 @@ func (c *Cache) Decide(id model.VerifiedIdentity, namespace string) model.Access
 	}
 	if c.expired(e, now) {
 		c.schedule(e)
-	} else {
-		e.askedSinceDecision = true
 	}
 	return c.decision(e)
 }
@@ -283,7 +276,7 @@ func (c *Cache) review(ctx context.Context, e *entry, k Key) {
 		return
 	}
 	isNew, changed := !e.decided, e.decided && e.allowed != allowed
-	e.decided, e.allowed, e.reason, e.decidedAt, e.askedSinceDecision = true, allowed, reason, now, false
+	e.decided, e.allowed, e.reason, e.decidedAt = true, allowed, reason, now
 	e.failures, e.lastErr = 0, ""
 	c.mu.Unlock()
 	attrs := []any{"serviceAccount", k.SANamespace + "/" + k.ServiceAccount, "namespace", k.Namespace, "allowed", allowed}
@@ -298,9 +291,9 @@ func (c *Cache) review(ctx context.Context, e *entry, k Key) {
 	}
 }
 
-// sweep forgets the decisions not asked for during their lifetime and the
-// undecided keys not asked for within the TTL (what Decide would drop), to
-// give their memory back.
+// sweep forgets the undecided keys not asked for within the TTL (a review
+// that keeps failing for a gateway that went away), to give their memory
+// back; decisions stay until the bounds evict them.
 func (c *Cache) sweep() {
 	now := c.opts.Now()
 	c.mu.Lock()
@@ -309,8 +302,7 @@ func (c *Cache) sweep() {
 		if e.inFlight {
 			continue
 		}
-		if (e.decided && c.expired(e, now) && !e.askedSinceDecision) ||
-			(!e.decided && now.Sub(e.lastAsked) >= c.opts.TTL) {
+		if !e.decided && now.Sub(e.lastAsked) >= c.opts.TTL {
 			c.remove(e)
 		}
 	}

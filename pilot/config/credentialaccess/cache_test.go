@@ -147,24 +147,26 @@ func TestRefreshServesStale(t *testing.T) {
 	}
 }
 
-// TestNotAskedForALifetimeIsDropped: a decision nobody asked for during its
-// lifetime is not served when it is asked for later: pending, reviewed and
-// pushed again.
-func TestNotAskedForALifetimeIsDropped(t *testing.T) {
+// TestSilentLifetimeServesStale: a decision nobody asked for during its
+// lifetime is still served when asked for later (a gateway without pushes
+// for a while must not lose its credential at the next one), while a
+// refresh confirms it; a confirming refresh pushes nothing.
+func TestSilentLifetimeServesStale(t *testing.T) {
 	si := newStandIn(t)
 	si.set(func(s *standIn) { s.allow["certs"] = true })
 	clk := &clock{now: time.Unix(1000, 0)}
-	c, pushed := start(t, si, credentialaccess.Options{Now: clk.Now})
+	c, pushed := start(t, si, credentialaccess.Options{Now: clk.Now, Workers: 1})
 	c.Decide(gw, "certs")
 	push(t, pushed)
-	clk.Add(credentialaccess.AuthzCacheTTL + time.Second)
-	wantState(t, c.Decide(gw, "certs"), model.AccessPending, "asked after a silent lifetime")
-	if ns := push(t, pushed); ns != "certs" {
-		t.Fatalf("pushed %q", ns)
+	clk.Add(3 * credentialaccess.AuthzCacheTTL)
+	wantState(t, c.Decide(gw, "certs"), model.AccessAllowed, "asked after silent lifetimes")
+	// The refresh comes before this review on the one worker.
+	c.Decide(gw, "sync")
+	if ns := push(t, pushed); ns != "sync" {
+		t.Fatalf("a refresh that confirmed the decision pushed %q", ns)
 	}
-	wantState(t, c.Decide(gw, "certs"), model.AccessAllowed, "decided again")
-	if si.count() != 2 {
-		t.Errorf("%d reviews, want 2", si.count())
+	if si.count() != 3 {
+		t.Errorf("%d reviews, want 3 (first, refresh, sync)", si.count())
 	}
 }
 
