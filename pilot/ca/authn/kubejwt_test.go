@@ -2,8 +2,10 @@ package authn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,11 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 )
@@ -223,16 +222,25 @@ func TestKubeJWTReviewError(t *testing.T) {
 
 // TestKubeJWTStatusChecks covers answers a conforming API server does not
 // give (audiences ignored, a user that is not a service account), with a
-// fake client: the real one is in the tests above.
+// stand-in API server answering every TokenReview with a fixed status: the
+// real one is in the tests above.
 func TestKubeJWTStatusChecks(t *testing.T) {
 	token := env.SignToken(t, "status", "app", []string{"istio-ca"}, time.Now().Add(time.Hour))
 	ctx := withAuthorization(t.Context(), "Bearer "+token)
 	answer := func(st authenticationv1.TokenReviewStatus) kubernetes.Interface {
-		cs := fake.NewClientset()
-		cs.PrependReactor("create", "tokenreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, &authenticationv1.TokenReview{Status: st}, nil
-		})
-		return cs
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost || r.URL.Path != "/apis/authentication.k8s.io/v1/tokenreviews" {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(&authenticationv1.TokenReview{
+				TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"},
+				Status:   st,
+			})
+		}))
+		t.Cleanup(srv.Close)
+		return kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL})
 	}
 	sa := authenticationv1.UserInfo{Username: "system:serviceaccount:status:app"}
 	for _, tc := range []struct {
