@@ -57,9 +57,15 @@ bench-smoke:
 
 ## fuzz: each fuzz target for FUZZTIME (make fuzz FUZZTIME=10m for a long run),
 ## FUZZJOBS targets at a time, one worker each. -fuzzminimizetime bounds
-## minimisation, which otherwise stalls short runs.
+## minimisation, which otherwise stalls short runs. First, one package at a
+## time, the coverage-instrumented test binaries are built (go test -c): the
+## fuzz build instruments every dependency, and two go commands building side
+## by side would each compile the ones they share (no cross-process dedup in
+## the build cache); the runs then find everything cached.
 FUZZJOBS ?= 2
+FUZZ_PKGS = $(shell printf '%s\n' $(FUZZ_TARGETS) | sed 's/:.*//' | sort -u)
 fuzz:
+	@for p in $(FUZZ_PKGS); do $(GO) test -c -o /dev/null -fuzz . $$p || exit 1; done
 	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P $(FUZZJOBS) -I{} bash -c 't={}; \
 		out=$$($(GO) test -run "^$$" -fuzz "^$${t##*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x -parallel 1 $${t%%:*} 2>&1); \
 		rc=$$?; echo "fuzz $${t##*:} ($(FUZZTIME)): $$(echo "$$out" | tail -1)"; \
