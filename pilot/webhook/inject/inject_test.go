@@ -291,3 +291,30 @@ func BenchmarkInject(b *testing.B) {
 		}
 	}
 }
+
+// TestPodTemplatesRender runs every template of the ConfigMap meant for
+// pods (the others, waypoint and kube-gateway…, belong to the gateway
+// deployment controller and take other inputs).
+func TestPodTemplatesRender(t *testing.T) {
+	inj := fixtureInjector(t)
+	for _, name := range []string{"sidecar", "gateway", "grpc-simple", "grpc-agent"} {
+		pod := helloPod(t)
+		pod.Annotations = map[string]string{"inject.istio.io/templates": name}
+		if name == "gateway" {
+			pod.Spec.Containers = []corev1.Container{{Name: proxyContainer, Image: "auto"}}
+		}
+		got, err := inj.Inject(pod, Options{})
+		if err != nil {
+			t.Errorf("template %s: %v", name, err)
+			continue
+		}
+		if findContainerInPod(proxyContainer, got) == nil && name != "grpc-simple" {
+			t.Errorf("template %s: no istio-proxy in %v / %v", name, names(got.Spec.InitContainers), names(got.Spec.Containers))
+		}
+		if name == "gateway" {
+			if c := findContainerInPod(proxyContainer, got); c == nil || c.Image != "registry.istio.io/testing/proxyv2:latest" {
+				t.Errorf("gateway: image auto not replaced: %+v", c)
+			}
+		}
+	}
+}
