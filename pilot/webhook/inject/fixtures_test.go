@@ -75,9 +75,11 @@ func splitYAML(s string) []string {
 }
 
 // commonCases run first; every other case of the directory follows.
-var commonCases = []string{
-	"hello", "frontend", "pod", "list", "hello-probes", "multi-container",
-	"status_annotations", "traffic-annotations-empty-includes", "traffic-params-empty-includes",
+func commonCases() []string {
+	return []string{
+		"hello", "frontend", "pod", "list", "hello-probes", "multi-container",
+		"status_annotations", "traffic-annotations-empty-includes", "traffic-params-empty-includes",
+	}
 }
 
 func fixtureCases(t *testing.T, root string) []string {
@@ -85,7 +87,7 @@ func fixtureCases(t *testing.T, root string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := append([]string{}, commonCases...)
+	cases := commonCases()
 	seen := map[string]bool{}
 	for _, c := range cases {
 		seen[c] = true

@@ -30,7 +30,8 @@ const (
 )
 
 // Injector renders the injection templates of one Config for one mesh and
-// revision. It is immutable and safe for concurrent use.
+// revision. Set its fields before first use; it is then safe for
+// concurrent use. To follow ConfigMap changes, build a new Injector.
 type Injector struct {
 	config   *Config
 	mesh     *meshconfig.MeshConfig
@@ -65,7 +66,7 @@ type Options struct {
 	Workload *Workload
 	// Namespace is the pod's namespace object, if known.
 	Namespace *corev1.Namespace
-	// ProxyEnvs are proxy env vars from the webhook path (/inject/cluster/X/net/Y):
+	// ProxyEnvs are proxy env vars from the webhook path (ProxyEnvsFromPath):
 	// ISTIO_META_CLUSTER_ID and ISTIO_META_NETWORK win over the values.
 	ProxyEnvs map[string]string
 }
