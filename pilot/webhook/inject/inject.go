@@ -42,6 +42,9 @@ type Injector struct {
 	NativeSidecars bool
 	// CompliancePolicy is istiod's COMPLIANCE_POLICY (e.g. fips-140-3).
 	CompliancePolicy string
+	// OpenShift takes the proxy's UID/GID from the namespace's preallocated
+	// ranges (Options.Namespace) instead of 1337.
+	OpenShift bool
 }
 
 // New returns an Injector with native sidecars on.
@@ -64,7 +67,8 @@ type Workload struct {
 type Options struct {
 	// Workload overrides what is derived from the pod's owner references.
 	Workload *Workload
-	// Namespace is the pod's namespace object, if known.
+	// Namespace is the pod's namespace object, if known: its labels feed
+	// the selection in Admit, its OpenShift annotations the proxy UID/GID.
 	Namespace *corev1.Namespace
 	// ProxyEnvs are proxy env vars from the webhook path (ProxyEnvsFromPath):
 	// ISTIO_META_CLUSTER_ID and ISTIO_META_NETWORK win over the values.
@@ -158,6 +162,7 @@ func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod,
 	if err != nil {
 		return nil, nil, err
 	}
+	uid, gid := proxyIDs(i.OpenShift, opts.Namespace)
 	w := deployMeta(req.pod)
 	if opts.Workload != nil {
 		w = *opts.Workload
@@ -174,8 +179,8 @@ func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod,
 		NativeSidecars:           i.NativeSidecars,
 		ProxyImage:               i.image("proxy", req.proxyConfig, stripped.Annotations),
 		ProxyInitImage:           i.image("proxy_init", req.proxyConfig, stripped.Annotations),
-		ProxyUID:                 1337,
-		ProxyGID:                 1337,
+		ProxyUID:                 uid,
+		ProxyGID:                 gid,
 		InboundTrafficPolicyMode: inboundTrafficPolicyMode(req.mesh),
 		CompliancePolicy:         i.CompliancePolicy,
 	}

@@ -318,3 +318,30 @@ func TestPodTemplatesRender(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenShiftProxyIDs(t *testing.T) {
+	inj := fixtureInjector(t)
+	inj.OpenShift = true
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps", Annotations: map[string]string{
+		"openshift.io/sa.scc.uid-range":           "1000620000/10000",
+		"openshift.io/sa.scc.supplemental-groups": "1000620000-1000629000,5/2",
+	}}}
+	got, err := inj.Inject(helloPod(t), Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := findContainerInPod(proxyContainer, got).SecurityContext
+	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 1000629999 || sc.RunAsGroup == nil || *sc.RunAsGroup != 1000629000 {
+		t.Errorf("proxy securityContext %+v, want uid 1000629999 gid 1000629000", sc)
+	}
+	for _, c := range []struct {
+		in         string
+		start, end int64
+		ok         bool
+	}{{"10/5", 10, 14, true}, {"7-9", 7, 9, true}, {"x", 0, 0, false}, {"1/0", 0, 0, false}} {
+		s, e, err := parseIDBlock(c.in)
+		if (err == nil) != c.ok || s != c.start || e != c.end {
+			t.Errorf("parseIDBlock(%q) = %d, %d, %v", c.in, s, e, err)
+		}
+	}
+}
