@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +48,18 @@ type Injector struct {
 	OpenShift bool
 }
 
-// New returns an Injector with native sidecars on.
+// New returns an Injector with native sidecars on. The templates see mesh
+// as .MeshConfig (nil means Istio's defaults; see ParseMesh); its
+// defaultConfig, with a pod's proxy.istio.io/config merged over it, is
+// .ProxyConfig. revision "" is the default revision.
 func New(config *Config, mesh *meshconfig.MeshConfig, revision string) *Injector {
+	if mesh == nil {
+		mesh = &meshconfig.MeshConfig{}
+	}
+	if mesh.DefaultConfig == nil {
+		mesh = proto.Clone(mesh).(*meshconfig.MeshConfig)
+		mesh.DefaultConfig = DefaultProxyConfig()
+	}
 	return &Injector{config: config, mesh: mesh, revision: revision, NativeSidecars: true}
 }
 
@@ -96,9 +107,8 @@ type TemplateData struct {
 
 // request is one injection's working state.
 type request struct {
-	pod         *corev1.Pod // the pod as received (never modified)
-	proxyConfig *meshconfig.ProxyConfig
-	mesh        *meshconfig.MeshConfig // with the pod's proxy config applied
+	pod         *corev1.Pod             // the pod as received (never modified)
+	proxyConfig *meshconfig.ProxyConfig // mesh defaultConfig + the pod's proxy.istio.io/config
 	proxyEnvs   map[string]string
 }
 
@@ -117,9 +127,7 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 	if err := validateAnnotations(pod.Annotations); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", name, err)
 	}
-	mesh := protoCloneMesh(i.mesh)
-	mesh.DefaultConfig = pc
-	req := &request{pod: pod, proxyConfig: pc, mesh: mesh, proxyEnvs: map[string]string{}}
+	req := &request{pod: pod, proxyConfig: pc, proxyEnvs: map[string]string{}}
 	for k, v := range opts.ProxyEnvs {
 		req.proxyEnvs[k] = v
 	}
@@ -158,7 +166,7 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 // render runs the selected templates and merges each into the pod; it
 // returns the merged pod and the templates' own pod (what was injected).
 func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod, error) {
-	stripped, err := stripInjected(req.pod, req.mesh.GetDefaultConfig().GetStatusPort())
+	stripped, err := stripInjected(req.pod, i.mesh.GetDefaultConfig().GetStatusPort())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -173,7 +181,7 @@ func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod,
 		ObjectMeta:               stripped.ObjectMeta,
 		Spec:                     stripped.Spec,
 		ProxyConfig:              req.proxyConfig,
-		MeshConfig:               req.mesh,
+		MeshConfig:               i.mesh,
 		Values:                   i.config.Values,
 		Revision:                 i.revision,
 		NativeSidecars:           i.NativeSidecars,
@@ -181,7 +189,7 @@ func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod,
 		ProxyInitImage:           i.image("proxy_init", req.proxyConfig, stripped.Annotations),
 		ProxyUID:                 uid,
 		ProxyGID:                 gid,
-		InboundTrafficPolicyMode: inboundTrafficPolicyMode(req.mesh),
+		InboundTrafficPolicyMode: inboundTrafficPolicyMode(i.mesh),
 		CompliancePolicy:         i.CompliancePolicy,
 	}
 	native := i.NativeSidecars

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -362,11 +361,4 @@ func prometheusMerge(pod *corev1.Pod, mesh *meshconfig.MeshConfig) error {
 	pod.Annotations["prometheus.io/path"] = "/stats/prometheus"
 	pod.Annotations["prometheus.io/scrape"] = "true"
 	return nil
-}
-
-func protoCloneMesh(m *meshconfig.MeshConfig) *meshconfig.MeshConfig {
-	if m == nil {
-		return &meshconfig.MeshConfig{DefaultConfig: DefaultProxyConfig()}
-	}
-	return proto.Clone(m).(*meshconfig.MeshConfig)
 }
