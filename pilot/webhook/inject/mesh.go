@@ -1,0 +1,143 @@
+package inject
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// proxyConfigAnnotation overrides the mesh's defaultConfig for one pod.
+const proxyConfigAnnotation = "proxy.istio.io/config"
+
+// DefaultProxyConfig is Istio's built-in ProxyConfig, the base the mesh
+// ConfigMap's defaultConfig is merged over.
+func DefaultProxyConfig() *meshconfig.ProxyConfig {
+	return &meshconfig.ProxyConfig{
+		ConfigPath:               "./etc/istio/proxy",
+		BinaryPath:               "/usr/local/bin/envoy",
+		ClusterName:              &meshconfig.ProxyConfig_ServiceCluster{ServiceCluster: "istio-proxy"},
+		DrainDuration:            durationpb.New(45 * time.Second),
+		TerminationDrainDuration: durationpb.New(5 * time.Second),
+		ProxyAdminPort:           15000,
+		Concurrency:              wrapperspb.Int32(2),
+		ControlPlaneAuthPolicy:   meshconfig.AuthenticationPolicy_MUTUAL_TLS,
+		DiscoveryAddress:         "istiod.istio-system.svc:15012",
+		Tracing: &meshconfig.Tracing{Tracer: &meshconfig.Tracing_Zipkin_{
+			Zipkin: &meshconfig.Tracing_Zipkin{Address: "zipkin.istio-system:9411"},
+		}},
+		StatNameLength: 189,
+		StatusPort:     15020,
+	}
+}
+
+// ParseMesh reads the `mesh` key of Istio's `istio` ConfigMap over Istio's
+// defaults for the fields injection reads: top-level fields replace the
+// defaults, defaultConfig is merged field by field over DefaultProxyConfig.
+func ParseMesh(raw string) (*meshconfig.MeshConfig, error) {
+	mesh := &meshconfig.MeshConfig{
+		TrustDomain:     "cluster.local",
+		RootNamespace:   "istio-system",
+		ProxyListenPort: 15001,
+		EnableTracing:   true,
+	}
+	user := &meshconfig.MeshConfig{}
+	if err := unmarshalYAMLProto(raw, user); err != nil {
+		return nil, fmt.Errorf("istio ConfigMap key mesh: %w", err)
+	}
+	userProxy := user.DefaultConfig
+	user.DefaultConfig = nil
+	proto.Merge(mesh, user)
+	mesh.DefaultConfig = DefaultProxyConfig()
+	if userProxy != nil {
+		proto.Merge(mesh.DefaultConfig, userProxy)
+	}
+	return mesh, nil
+}
+
+// proxyConfigFor is the mesh's defaultConfig with the pod's
+// proxy.istio.io/config annotation merged over it.
+func proxyConfigFor(mesh *meshconfig.MeshConfig, annotations map[string]string) (*meshconfig.ProxyConfig, error) {
+	pc := proto.Clone(mesh.GetDefaultConfig()).(*meshconfig.ProxyConfig)
+	if pc == nil {
+		pc = DefaultProxyConfig()
+	}
+	raw, ok := annotations[proxyConfigAnnotation]
+	if !ok {
+		return pc, nil
+	}
+	over := &meshconfig.ProxyConfig{}
+	if err := unmarshalYAMLProto(raw, over); err != nil {
+		return nil, fmt.Errorf("pod annotation %s: %w", proxyConfigAnnotation, err)
+	}
+	proto.Merge(pc, over)
+	return pc, nil
+}
+
+func unmarshalYAMLProto(raw string, m proto.Message) error {
+	if raw == "" {
+		return nil
+	}
+	js, err := yaml.YAMLToJSON([]byte(raw))
+	if err != nil {
+		return err
+	}
+	if string(js) == "null" {
+		return nil
+	}
+	return protojson.Unmarshal(js, m)
+}
+
+// cleanProxyConfig clears the fields equal to Istio's defaults.
+func cleanProxyConfig(in *meshconfig.ProxyConfig) *meshconfig.ProxyConfig {
+	if in == nil {
+		return nil
+	}
+	pc := proto.Clone(in).(*meshconfig.ProxyConfig)
+	d := DefaultProxyConfig()
+	if pc.ConfigPath == d.ConfigPath {
+		pc.ConfigPath = ""
+	}
+	if pc.BinaryPath == d.BinaryPath {
+		pc.BinaryPath = ""
+	}
+	if pc.ControlPlaneAuthPolicy == d.ControlPlaneAuthPolicy {
+		pc.ControlPlaneAuthPolicy = 0
+	}
+	if sc, ok := pc.ClusterName.(*meshconfig.ProxyConfig_ServiceCluster); ok && sc.ServiceCluster == d.GetServiceCluster() {
+		pc.ClusterName = nil
+	}
+	if proto.Equal(pc.DrainDuration, d.DrainDuration) {
+		pc.DrainDuration = nil
+	}
+	if proto.Equal(pc.TerminationDrainDuration, d.TerminationDrainDuration) {
+		pc.TerminationDrainDuration = nil
+	}
+	if pc.DiscoveryAddress == d.DiscoveryAddress {
+		pc.DiscoveryAddress = ""
+	}
+	if proto.Equal(pc.Tracing, d.Tracing) {
+		pc.Tracing = nil
+	}
+	if pc.ProxyAdminPort == d.ProxyAdminPort {
+		pc.ProxyAdminPort = 0
+	}
+	if pc.StatNameLength == d.StatNameLength {
+		pc.StatNameLength = 0
+	}
+	if pc.StatusPort == d.StatusPort {
+		pc.StatusPort = 0
+	}
+	if proto.Equal(pc.Concurrency, d.Concurrency) {
+		pc.Concurrency = nil
+	}
+	if len(pc.ProxyMetadata) == 0 {
+		pc.ProxyMetadata = nil
+	}
+	return pc
+}
