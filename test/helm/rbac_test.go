@@ -48,6 +48,8 @@ var (
 		{"", []string{"configmaps"}, []string{"get", "list", "watch", "create", "update"}},
 		{"apiextensions.k8s.io", []string{"customresourcedefinitions"}, []string{"get", "list", "watch"}},
 		{"authentication.k8s.io", []string{"tokenreviews"}, []string{"create"}},
+		{"admissionregistration.k8s.io", []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
+			[]string{"get", "list", "watch", "update", "patch"}},
 	}
 	namespaceAccess = []grant{
 		{"coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}},
@@ -78,6 +80,8 @@ var deniedAccess = []access{
 	{"telemetry.istio.io", "telemetries", "list", ""},
 	{"networking.istio.io", "envoyfilters", "list", ""},
 	{"rbac.authorization.k8s.io", "clusterroles", "list", ""},
+	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create", ""},
+	{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "delete", ""},
 }
 
 // istioKindVerbs are the verbs on each Istio kind pilot-discovery watches.
