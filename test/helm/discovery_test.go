@@ -109,7 +109,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env, syncOnly bool
 
 	objs := render(t, sets...)
 	meshFile := filepath.Join(dir, "mesh")
-	cm := only[*corev1.ConfigMap](t, objs)
+	cm := named[*corev1.ConfigMap](t, objs, "istio")
 	if err := os.WriteFile(meshFile, []byte(cm.Data["mesh"]), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -158,6 +158,22 @@ func only[T runtime.Object](t testing.TB, objs []runtime.Object) T {
 	return found[0]
 }
 
+// named returns the object of type T called name, failing if there is none.
+func named[T interface {
+	runtime.Object
+	GetName() string
+}](t testing.TB, objs []runtime.Object, name string) T {
+	t.Helper()
+	for _, o := range all[T](objs) {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	var zero T
+	t.Fatalf("no %T named %q rendered", zero, name)
+	return zero
+}
+
 // all returns the objects of type T.
 func all[T runtime.Object](objs []runtime.Object) []T {
 	var out []T

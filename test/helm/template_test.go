@@ -56,8 +56,9 @@ func TestTemplateDefaults(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	wantKinds := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
-		"PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"}
+	wantKinds := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+		"MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount",
+		"ValidatingWebhookConfiguration"}
 	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
 		t.Fatalf("rendered kinds (-want +got):\n%s", diff)
 	}
@@ -119,7 +120,7 @@ func TestTemplateDefaults(t *testing.T) {
 		t.Errorf("HPA replicas %v..%d, want 1..5", hpa.Spec.MinReplicas, hpa.Spec.MaxReplicas)
 	}
 
-	checkMeshConfig(t, only[*corev1.ConfigMap](t, objs), "istio-system", "istiod.istio-system.svc:15012")
+	checkMeshConfig(t, named[*corev1.ConfigMap](t, objs, "istio"), "istio-system", "istiod.istio-system.svc:15012")
 	checkRBAC(t, objs, sa)
 }
 
@@ -161,7 +162,7 @@ func TestTemplateOverrides(t *testing.T) {
 		t.Errorf("discovery.env not passed through: %v", env)
 	}
 	// A user's rootNamespace wins; the discovery address follows the name.
-	checkMeshConfig(t, only[*corev1.ConfigMap](t, objs), "mesh-root", "meshpilot.istio-system.svc:15012")
+	checkMeshConfig(t, named[*corev1.ConfigMap](t, objs, "istio"), "mesh-root", "meshpilot.istio-system.svc:15012")
 	checkRBAC(t, objs, sa)
 }
 
