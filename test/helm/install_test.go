@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -118,6 +119,9 @@ func TestInstall(t *testing.T) {
 		if _, err := cs.CoreV1().Services(releaseNS).Get(ctx, "istiod", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("Service after uninstall: want NotFound, got %v", err)
 		}
+		if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "istio-sidecar-injector", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("MutatingWebhookConfiguration after uninstall: want NotFound, got %v", err)
+		}
 		// Helm never deletes crds/: users' Istio objects survive an uninstall.
 		path := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.istio.io"
 		if err := cs.Discovery().RESTClient().Get().AbsPath(path).Do(ctx).Error(); err != nil {
@@ -200,6 +204,10 @@ func getObject(ctx context.Context, cs kubernetes.Interface, obj runtime.Object)
 		_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		_, err = cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+	case *admissionv1.MutatingWebhookConfiguration:
+		_, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	case *admissionv1.ValidatingWebhookConfiguration:
+		_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
 	default:
 		return fmt.Errorf("%s %s/%s: no reader for this kind in the test", kindOf(obj), ns, name)
 	}
