@@ -84,13 +84,19 @@ func TestInjectorConfigMapInjectsBookinfo(t *testing.T) {
 		name   string
 		sets   []string
 		native bool
-		image  string
+		// nativeAnnotation is the pods' sidecar.istio.io/nativeSidecar,
+		// which wins over native ("" leaves it unset).
+		nativeAnnotation string
+		wantNative       bool
+		image            string
 	}{
-		{"proxyv2", nil, true, "docker.io/istio/proxyv2:1.31.1"},
-		{"proxyv2 without native sidecars", nil, false, "docker.io/istio/proxyv2:1.31.1"},
-		{"meshpilot agent", []string{"sidecarInjector.agentImage=meshpilot"}, true, "ghcr.io/meshpilot/pilot-agent:0.1.0-dev"},
+		{"proxyv2", nil, true, "", true, "docker.io/istio/proxyv2:1.31.1"},
+		{"proxyv2 without native sidecars", nil, false, "", false, "docker.io/istio/proxyv2:1.31.1"},
+		{"pods opt out of native sidecars", nil, true, "false", false, "docker.io/istio/proxyv2:1.31.1"},
+		{"pods opt in to native sidecars", nil, false, "true", true, "docker.io/istio/proxyv2:1.31.1"},
+		{"meshpilot agent", []string{"sidecarInjector.agentImage=meshpilot"}, true, "", true, "ghcr.io/meshpilot/pilot-agent:0.1.0-dev"},
 		{"meshpilot agent tagged", []string{"sidecarInjector.agentImage=meshpilot", "image.hub=registry.example/mesh", "image.tag=1.2.3"},
-			true, "registry.example/mesh/pilot-agent:1.2.3"},
+			true, "", true, "registry.example/mesh/pilot-agent:1.2.3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inj := chartInjector(t, tc.sets...)
@@ -98,6 +104,12 @@ func TestInjectorConfigMapInjectsBookinfo(t *testing.T) {
 			for _, dep := range bookinfoDeployments(t) {
 				pod := &corev1.Pod{ObjectMeta: *dep.Spec.Template.ObjectMeta.DeepCopy(), Spec: *dep.Spec.Template.Spec.DeepCopy()}
 				pod.Namespace = ns.Name
+				if tc.nativeAnnotation != "" {
+					if pod.Annotations == nil {
+						pod.Annotations = map[string]string{}
+					}
+					pod.Annotations["sidecar.istio.io/nativeSidecar"] = tc.nativeAnnotation
+				}
 				if !inj.Config().ShouldInject("", ns, pod) {
 					t.Fatalf("%s: not selected for injection in a namespace labelled istio-injection=enabled", dep.Name)
 				}
@@ -106,7 +118,7 @@ func TestInjectorConfigMapInjectsBookinfo(t *testing.T) {
 				if err != nil {
 					t.Fatalf("inject %s: %v", dep.Name, err)
 				}
-				checkInjected(t, dep, got, tc.native, tc.image)
+				checkInjected(t, dep, got, tc.wantNative, tc.image)
 			}
 		})
 	}
