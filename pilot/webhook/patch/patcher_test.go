@@ -242,3 +242,54 @@ func TestRunStopsAndRunsAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestPatchesConfigurationsCreatedLater: the configurations appear after
+// the patcher started (an install racing the leader), and MarkServing came
+// before Run: both are patched on creation.
+func TestPatchesConfigurationsCreatedLater(t *testing.T) {
+	rev := fmt.Sprintf("later%d", time.Now().UnixNano()%1e9)
+	mwc, vwc := renderWebhooks(t, rev)
+	p := New(Options{
+		Client:           env.Clientset(),
+		InjectionName:    mwc.Name,
+		ValidationName:   vwc.Name,
+		ServiceName:      "istiod",
+		ServiceNamespace: "istio-system",
+		Root:             func() []byte { return []byte("late root") },
+	})
+	p.MarkServing()
+	start(t, p)
+
+	ctx := context.Background()
+	client := env.Clientset().AdmissionregistrationV1()
+	if _, err := client.MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.MutatingWebhookConfigurations().Delete(ctx, mwc.Name, metav1.DeleteOptions{})
+		_ = client.ValidatingWebhookConfigurations().Delete(ctx, vwc.Name, metav1.DeleteOptions{})
+	})
+	until(t, "injection caBundle patched on creation", func(ctx context.Context) (bool, error) {
+		m, err := client.MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, w := range m.Webhooks {
+			if string(w.ClientConfig.CABundle) != "late root" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	until(t, "validation caBundle and failurePolicy Fail on creation", func(ctx context.Context) (bool, error) {
+		v, err := client.ValidatingWebhookConfigurations().Get(ctx, vwc.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		w := v.Webhooks[0]
+		return string(w.ClientConfig.CABundle) == "late root" && *w.FailurePolicy == admissionv1.Fail, nil
+	})
+}
