@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/pilot/webhook/inject"
 )
 
 // The chart's webhook configurations against a default Istio install's
@@ -118,6 +119,21 @@ func renameRevision(s *metav1.LabelSelector, rev string) {
 	for i, e := range s.MatchExpressions {
 		if e.Key == "istio.io/rev" && e.Operator == metav1.LabelSelectorOpIn {
 			s.MatchExpressions[i].Values = []string{rev}
+		}
+	}
+}
+
+func TestWebhookPathCarriesClusterAndNetwork(t *testing.T) {
+	objs := render(t, "global.multiCluster.clusterName=east", "global.network=net1")
+	mwc := only[*admissionv1.MutatingWebhookConfiguration](t, objs)
+	for _, w := range mwc.Webhooks {
+		path := w.ClientConfig.Service.Path
+		if path == nil || *path != "/inject/cluster/east/net/net1" {
+			t.Fatalf("webhook %s path %v, want /inject/cluster/east/net/net1", w.Name, path)
+		}
+		want := map[string]string{"ISTIO_META_CLUSTER_ID": "east", "ISTIO_META_NETWORK": "net1"}
+		if diff := cmp.Diff(want, inject.ProxyEnvsFromPath(*path)); diff != "" {
+			t.Errorf("proxy envs of %s (-want +got):\n%s", *path, diff)
 		}
 	}
 }
