@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/kubetest"
 	"github.com/meshpilot/meshpilot/pilot/webhook/inject"
 )
 
@@ -282,4 +283,12 @@ func containerNames(cs []corev1.Container) []string {
 		out = append(out, c.Name)
 	}
 	return out
+}
+
+func TestAgentImageValueChecked(t *testing.T) {
+	_, err := tryHelm(t, "template", releaseName, chartDir(t), "--namespace", releaseNS,
+		"--kube-version", kubetest.KubeVersion, "--set", "sidecarInjector.agentImage=envoy")
+	if err == nil || !strings.Contains(err.Error(), "sidecarInjector.agentImage must be proxyv2 or meshpilot") {
+		t.Errorf("helm template with agentImage=envoy: %v, want the value rejected", err)
+	}
 }

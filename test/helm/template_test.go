@@ -29,6 +29,7 @@ func TestLint(t *testing.T) {
 	}{
 		{"defaults", nil},
 		{"no autoscaling or PDB", []string{"autoscaling.enabled=false", "podDisruptionBudget.enabled=false"}},
+		{"revision and meshpilot agent", []string{"revision=canary", "sidecarInjector.agentImage=meshpilot"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"lint", "--strict", "--kube-version", kubetest.KubeVersion, chartDir(t)}
