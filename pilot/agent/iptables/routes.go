@@ -42,4 +42,9 @@ func ConfigureRoutes(ctx context.Context, r Runner, cfg Config) error {
 	return nil
 }
 
-func exists(err error) bool { return strings.Contains(strings.ToLower(err.Error()), "file exists") }
+// exists reports whether ip failed only because the address or route is
+// already there.
+func exists(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "file exists") || strings.Contains(msg, "already assigned")
+}
