@@ -13,7 +13,7 @@ import (
 
 // Validate checks that the rules capture traffic, as Istio's
 // --run-validation does: it listens on loopback at the outbound and inbound
-// capture ports and connects, as the current user, to 127.0.0.6 (::6 for
+// capture ports and connects from there, as the current user, to 127.0.0.6 (::6 for
 // IPv6) on the probe port, where nothing listens; the rules must deliver
 // the connection to one of the listeners with the probe port as its
 // original destination. Run it as the proxy's uid (the validation
@@ -23,6 +23,9 @@ func Validate(ctx context.Context, log *slog.Logger, cfg Config) error {
 	if cfg.EnableIPv6 {
 		listenIP, target = netip.IPv6Loopback(), netip.MustParseAddr("::6")
 	}
+	// From the loopback address: a source of ::6 (the kernel's choice for a
+	// destination of ::6) is the inbound passthrough, never captured.
+	dialer := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(listenIP, 0))}
 	ctx, cancel := context.WithTimeout(ctx, cfg.ProbeTimeout)
 	defer cancel()
 	done := make(chan struct{}, 1)
@@ -46,8 +49,7 @@ func Validate(ctx context.Context, log *slog.Logger, cfg Config) error {
 	tick := time.NewTicker(time.Second) // Istio's retry interval
 	defer tick.Stop()
 	for {
-		var d net.Dialer
-		if c, err := d.DialContext(ctx, "tcp", probe); err == nil {
+		if c, err := dialer.DialContext(ctx, "tcp", probe); err == nil {
 			c.Close()
 		}
 		select {
