@@ -10,11 +10,13 @@ package iptables_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,21 +64,45 @@ func setup(t *testing.T) *fixture {
 	return f
 }
 
+// agentBuild is the pilot-agent binary, built once per test binary.
+var agentBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if agentBuild.dir != "" {
+		os.RemoveAll(agentBuild.dir)
+	}
+	os.Exit(code)
+}
+
 // buildAgent compiles cmd/pilot-agent into a directory other users can
 // read (validation runs it as uid 1337).
 func buildAgent(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+	b := &agentBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "meshpilot-iptables-test-"); b.err != nil {
+			return
+		}
+		if b.err = os.Chmod(b.dir, 0o755); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "pilot-agent")
+		cmd := exec.Command("go", "build", "-o", b.path, "./cmd/pilot-agent")
+		cmd.Dir = fixtures.RepoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build ./cmd/pilot-agent: %w\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	bin := filepath.Join(dir, "pilot-agent")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/pilot-agent")
-	cmd.Dir = fixtures.RepoRoot(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pilot-agent: %v\n%s", err, out)
-	}
-	return bin
+	return b.path
 }
 
 // save returns the pod namespace's rules, normalized, as the nft and the

@@ -1,0 +1,186 @@
+package iptables_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// apply runs istio-iptables twice in the pod with args and checks the
+// second run leaves the rules of the first.
+func (f *fixture) apply(t *testing.T, args ...string) {
+	t.Helper()
+	f.pod.mustExec(t, append([]string{f.agent, "istio-iptables"}, args...)...)
+	first := f.save(t)
+	f.pod.mustExec(t, append([]string{f.agent, "istio-iptables"}, args...)...)
+	if second := f.save(t); second != first {
+		t.Fatalf("a second run changed the rules:\nafter run 1:\n%s\nafter run 2:\n%s", first, second)
+	}
+}
+
+// clean runs istio-clean-iptables with args and checks the rules are those
+// of before.
+func (f *fixture) clean(t *testing.T, before string, args ...string) {
+	t.Helper()
+	f.pod.mustExec(t, append([]string{f.agent, "istio-clean-iptables"}, args...)...)
+	if after := f.save(t); after != before {
+		t.Fatalf("istio-clean-iptables left rules behind:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// TestCaptureDNS: with --redirect-dns --capture-all-dns the application's
+// DNS, UDP and TCP, lands on the agent's 15053 while the proxy's own
+// queries reach the server; the raw-table conntrack zones apply and go.
+func TestCaptureDNS(t *testing.T) {
+	f := setup(t)
+	before := f.save(t)
+	args := append(append([]string{}, injectionArgs...), "--redirect-dns", "--capture-all-dns")
+	f.apply(t, args...)
+	if s := f.save(t); !strings.Contains(s, "-j CT --zone 2") || !strings.Contains(s, ":ISTIO_OUTPUT_DNS") {
+		t.Fatalf("no DNS rules:\n%s", s)
+	}
+
+	for _, fam := range []struct{ name, udp, tcp, peer string }{
+		{"IPv4", "udp4", "tcp4", peerV4}, {"IPv6", "udp6", "tcp6", peerV6},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			server := netip.AddrPortFrom(netip.MustParseAddr(fam.peer), 53)
+			var agentUDP, serverUDP *net.UDPConn
+			var agentTCP *net.TCPListener
+			f.pod.do(t, -1, func() {
+				agentUDP = listenUDP(t, fam.udp, 15053)
+				agentTCP = listenTCP(t, fam.tcp, 15053, nil)
+			})
+			f.peer.do(t, -1, func() { serverUDP = listenUDP(t, fam.udp, 53) })
+
+			query(t, f.pod, -1, server, agentUDP)
+			query(t, f.pod, 1337, server, serverUDP)
+			c := dial(t, f.pod, -1, server)
+			assertOriginalDst(t, accept(t, agentTCP, c), server)
+		})
+	}
+	f.clean(t, before, "-u", "1337", "--redirect-dns", "--capture-all-dns", "--dual-stack")
+}
+
+// query sends one UDP datagram from ns (fsid as in dial) to to and checks
+// it arrives at want from the sending socket.
+func query(t *testing.T, ns *netns, fsid int, to netip.AddrPort, want *net.UDPConn) {
+	t.Helper()
+	var c net.Conn
+	var err error
+	ns.do(t, fsid, func() {
+		var d net.Dialer
+		c, err = d.Dial("udp", to.String())
+	})
+	if err != nil {
+		t.Fatalf("dial udp %s: %v", to, err)
+	}
+	defer c.Close()
+	msg := []byte("query from " + c.LocalAddr().String())
+	if _, err := c.Write(msg); err != nil {
+		t.Fatalf("send to %s: %v", to, err)
+	}
+	if err := want.SetReadDeadline(time.Now().Add(connTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	n, from, err := want.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("datagram from %s to %s did not arrive at %s: %v", c.LocalAddr(), to, want.LocalAddr(), err)
+	}
+	if string(buf[:n]) != string(msg) || netip.AddrPortFrom(from.Addr().Unmap(), from.Port()) != addrPort(udpAsTCP(c.LocalAddr())) {
+		t.Fatalf("%s got %q from %s, want %q from %s", want.LocalAddr(), buf[:n], from, msg, c.LocalAddr())
+	}
+}
+
+func udpAsTCP(a net.Addr) net.Addr {
+	u := a.(*net.UDPAddr)
+	return &net.TCPAddr{IP: u.IP, Port: u.Port}
+}
+
+// TestCaptureTProxy: in TPROXY mode inbound connections reach a
+// transparent listener on 15006 with their original destination as local
+// address (nothing is NATed), through the policy route the command sets
+// up; outbound is still redirected to 15001.
+func TestCaptureTProxy(t *testing.T) {
+	f := setup(t)
+	before := f.save(t)
+	args := []string{"-p", "15001", "-z", "15006", "-u", "1337", "-m", "TPROXY", "-i", "*", "-x", "",
+		"-b", "*", "-d", "15090,15021,15020", "--dual-stack"}
+	f.apply(t, args...)
+	for _, fam := range []string{"-4", "-6"} {
+		rules := f.pod.mustExec(t, "ip", fam, "rule", "show")
+		if n := strings.Count(rules, "fwmark 0x539 lookup 133"); n != 1 {
+			t.Fatalf("ip %s rule: %d TPROXY rules after two runs, want 1:\n%s", fam, n, rules)
+		}
+	}
+
+	for _, fam := range []struct{ name, tcp, pod, peer string }{
+		{"IPv4", "tcp4", podV4, peerV4}, {"IPv6", "tcp6", podV6, peerV6},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			var inbound, outbound *net.TCPListener
+			f.pod.do(t, -1, func() {
+				inbound = listenTCP(t, fam.tcp, 15006, transparent)
+				outbound = listenTCP(t, fam.tcp, 15001, nil)
+			})
+			var server *net.TCPListener
+			f.peer.do(t, -1, func() { server = listenTCP(t, fam.tcp, 80, nil) })
+
+			app := netip.AddrPortFrom(netip.MustParseAddr(fam.pod), 8080)
+			c := dial(t, f.peer, -1, app)
+			if got := addrPort(accept(t, inbound, c).LocalAddr()); got != app {
+				t.Fatalf("TPROXY connection's local address %s, want %s", got, app)
+			}
+			remote := netip.AddrPortFrom(netip.MustParseAddr(fam.peer), 80)
+			c = dial(t, f.pod, -1, remote)
+			assertOriginalDst(t, accept(t, outbound, c), remote)
+			c = dial(t, f.pod, 1337, remote)
+			accept(t, server, c)
+		})
+	}
+	f.clean(t, before, "-u", "1337", "-m", "TPROXY", "--dual-stack")
+}
+
+// transparent sets IP_TRANSPARENT (IPV6_TRANSPARENT) as Envoy does on its
+// TPROXY inbound listener.
+func transparent(network, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		if strings.HasSuffix(network, "6") {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_IPV6, 75 /* IPV6_TRANSPARENT */, 1)
+			return
+		}
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_IP, syscall.IP_TRANSPARENT, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+func listenTCP(t *testing.T, network string, port int, control func(string, string, syscall.RawConn) error) *net.TCPListener {
+	t.Helper()
+	lc := net.ListenConfig{Control: control}
+	l, err := lc.Listen(context.Background(), network, ":"+strconv.Itoa(port))
+	if err != nil {
+		t.Fatalf("listen %s :%d: %v", network, port, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.(*net.TCPListener)
+}
+
+func listenUDP(t *testing.T, network string, port int) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP(network, &net.UDPAddr{Port: port})
+	if err != nil {
+		t.Fatalf("listen %s :%d: %v", network, port, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
