@@ -124,7 +124,8 @@ install_netutils() {
   fi
   log "installing iptables and iproute2 (apt packages)"
   $sudo apt-get update -qq || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends iptables iproute2 util-linux ||
+  # The dpkg lock timeout guards against an apt run outside this script.
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends iptables iproute2 util-linux ||
     die "apt-get install iptables iproute2 failed"
   [ -z "$(netutils_missing)" ] || die "installed iptables and iproute2 but still missing: $(netutils_missing | tr '\n' ' ')"
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/meshpilot/meshpilot/internal/logging"
 	"github.com/meshpilot/meshpilot/pilot/agent/iptables"
@@ -59,7 +58,7 @@ func newIptablesCommand(clean bool, getenv func(string) string, localIP func(dua
 	if clean {
 		cmd.Use, cmd.Short = "istio-clean-iptables", "Remove the iptables rules istio-iptables set up"
 	}
-	bindIptablesFlags(cmd.Flags(), o, getenv)
+	bindIptablesFlags(cmd, o, getenv)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		level, err := logging.ParseLevel(o.logLevel)
 		if err != nil {
@@ -74,7 +73,8 @@ func newIptablesCommand(clean bool, getenv func(string) string, localIP func(dua
 	return cmd
 }
 
-func bindIptablesFlags(fs *pflag.FlagSet, o *iptablesOptions, getenv func(string) string) {
+func bindIptablesFlags(cmd *cobra.Command, o *iptablesOptions, getenv func(string) string) {
+	fs := cmd.Flags()
 	c := &o.cfg
 	str := func(p *string, name, short, usage string, env ...string) {
 		fs.StringVarP(p, name, short, *p, usage)
@@ -122,9 +122,14 @@ func bindIptablesFlags(fs *pflag.FlagSet, o *iptablesOptions, getenv func(string
 	fs.StringVar(&o.logLevel, "log_output_level", "default:info", "Log level: LEVEL or default:LEVEL[,scope:LEVEL]")
 }
 
+// flagSetter is the part of a pflag.FlagSet fromEnv needs.
+type flagSetter interface {
+	Set(name, value string) error
+}
+
 // fromEnv sets flag name from FLAG_NAME or, failing that, the extra
 // variables, as Istio binds them; the command line is parsed later and wins.
-func fromEnv(fs *pflag.FlagSet, name string, getenv func(string) string, extra ...string) {
+func fromEnv(fs flagSetter, name string, getenv func(string) string, extra ...string) {
 	for _, env := range append(extra, strings.ToUpper(strings.ReplaceAll(name, "-", "_"))) {
 		if v := getenv(env); v != "" {
 			_ = fs.Set(name, v)
