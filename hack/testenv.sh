@@ -103,7 +103,7 @@ install_etcd() {
 
 netutils_missing() {
   local c
-  for c in iptables-nft iptables-legacy ip6tables-nft ip6tables-legacy ip nsenter; do
+  for c in iptables-nft iptables-legacy ip6tables-nft ip6tables-legacy ip setpriv; do
     command -v "$c" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$c" >/dev/null 2>&1 || echo "$c"
   done
 }

@@ -49,19 +49,6 @@ func Restore(rules []Rule) string {
 	return b.String()
 }
 
-// Chains returns, per table, the Istio chains rules create or jump to.
-func Chains(rules []Rule) map[string][]string {
-	out := map[string][]string{}
-	for _, r := range rules {
-		for _, c := range []string{r.Chain, r.Target()} {
-			if IsIstioChain(c) && !slices.Contains(out[r.Table], c) {
-				out[r.Table] = append(out[r.Table], c)
-			}
-		}
-	}
-	return out
-}
-
 // BuiltinRules returns the rules that live in built-in chains (jumps into
 // Istio chains, exclusions, TPROXY marks): the ones removal must delete one
 // by one, since Istio chains are flushed and deleted whole.
