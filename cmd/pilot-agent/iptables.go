@@ -65,6 +65,12 @@ func newIptablesCommand(clean bool, getenv func(string) string, localIP func(dua
 			return err
 		}
 		log := logging.New(cmd.ErrOrStderr(), level)
+		if o.netns != "" {
+			// Everything after this, address discovery included, happens there.
+			if err := iptables.EnterNetns(o.netns); err != nil {
+				return err
+			}
+		}
 		if err := o.complete(getenv); err != nil {
 			return err
 		}
@@ -112,7 +118,7 @@ func bindIptablesFlags(cmd *cobra.Command, o *iptablesOptions, getenv func(strin
 	boolean(&c.DropInvalid, "drop-invalid", "", "Drop packets conntrack deems INVALID", "INVALID_DROP")
 	boolean(&c.DualStack, "dual-stack", "", "Set up IPv4 and IPv6 rules when the pod has both", "ISTIO_DUAL_STACK", "ISTIO_AGENT_DUAL_STACK")
 	boolean(&c.CaptureAllDNS, "capture-all-dns", "", "With --redirect-dns, capture DNS to any server, not only resolv.conf's")
-	str(&o.netns, "network-namespace", "", "Not supported: run the command inside the namespace (ip netns exec, nsenter)")
+	str(&o.netns, "network-namespace", "", "Network namespace (path of its file) to apply the rules in")
 	boolean(&o.ignoredBools[1], "cni-mode", "", "Accepted for compatibility; no effect")
 	boolean(&o.ignoredBools[2], "reconcile", "", "Accepted; earlier rules are always removed before applying")
 	boolean(&o.cleanupOnly, "cleanup-only", "", "Only remove the rules (as istio-clean-iptables)")
@@ -140,9 +146,6 @@ func fromEnv(fs flagSetter, name string, getenv func(string) string, extra ...st
 // complete fills what Istio derives from the environment.
 func (o *iptablesOptions) complete(getenv func(string) string) error {
 	c := &o.cfg
-	if o.netns != "" {
-		return errors.New("--network-namespace is not supported; run pilot-agent inside the namespace (ip netns exec, nsenter)")
-	}
 	if o.nativeNft {
 		return errors.New("--native-nftables is not supported")
 	}

@@ -80,7 +80,7 @@ func TestIstioIptablesRejects(t *testing.T) {
 	for _, args := range [][]string{
 		{"-m", "NAT", "-n"},
 		{"-x", "*", "-n"},
-		{"--network-namespace", "/var/run/netns/x", "-n"},
+		{"--network-namespace", "/nonexistent/netns", "-n"},
 		{"-p", "http", "-n"},
 		{"unexpected-arg", "-n"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,4 +184,56 @@ func listenUDP(t *testing.T, network string, port int) *net.UDPConn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// TestNetworkNamespaceFlag runs pilot-agent outside the pod (as Istio's CNI
+// does) with --network-namespace: the rules land in the pod's namespace
+// and capture there, and istio-clean-iptables removes them the same way.
+func TestNetworkNamespaceFlag(t *testing.T) {
+	f := setup(t)
+	before := f.save(t)
+	nsArg := "--network-namespace=/run/netns/" + f.pod.name
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(f.agent, args...).CombinedOutput(); err != nil {
+			t.Fatalf("pilot-agent %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	hostBefore := hostIstioRules(t)
+	run(append(append([]string{"istio-iptables"}, injectionArgs...), nsArg)...)
+	if got := hostIstioRules(t); got != hostBefore {
+		t.Fatalf("the host's Istio rules changed:\nbefore:\n%s\nafter:\n%s", hostBefore, got)
+	}
+	if s := f.save(t); !strings.Contains(s, "-A OUTPUT -j ISTIO_OUTPUT") || !strings.Contains(s, "::6/128") {
+		t.Fatalf("no IPv4 and IPv6 rules in the pod's namespace:\n%s", s)
+	}
+	var outbound *net.TCPListener
+	f.pod.do(t, -1, func() { outbound = listenTCP(t, "tcp4", 15001, nil) })
+	remote := netip.AddrPortFrom(netip.MustParseAddr(peerV4), 80)
+	c := dial(t, f.pod, -1, remote)
+	assertOriginalDst(t, accept(t, outbound, c), remote)
+
+	run("istio-clean-iptables", "-u", "1337", "--dual-stack", nsArg)
+	if after := f.save(t); after != before {
+		t.Fatalf("istio-clean-iptables --network-namespace left rules behind:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// hostIstioRules returns the lines naming an Istio chain in the test
+// process's own namespace, every variant and family.
+func hostIstioRules(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range []string{"iptables-nft-save", "ip6tables-nft-save", "iptables-legacy-save", "ip6tables-legacy-save"} {
+		out, err := exec.Command(c).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "ISTIO_") {
+				b.WriteString(c + ": " + counters.ReplaceAllString(l, "") + "\n")
+			}
+		}
+	}
+	return b.String()
 }
