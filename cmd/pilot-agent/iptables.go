@@ -39,7 +39,7 @@ type iptablesOptions struct {
 	forceBinary    string
 	netns          string
 	nativeNft      bool
-	ignoredBools   [4]bool // trace logging, cni-mode, reconcile, force-apply
+	ignoredBools   [5]bool // trace logging, cni-mode, reconcile, force-apply, log_as_json
 	resolvConfPath string
 	localIP        func(dualStack bool) (netip.Addr, bool, error)
 }
@@ -126,6 +126,7 @@ func bindIptablesFlags(cmd *cobra.Command, o *iptablesOptions, getenv func(strin
 	boolean(&o.nativeNft, "native-nftables", "", "Not supported: native nftables rules")
 	str(&o.forceBinary, "force-iptables-binary", "", `Use the "legacy" or "nft" iptables variant instead of detecting it`)
 	fs.StringVar(&o.logLevel, "log_output_level", "default:info", "Log level: LEVEL or default:LEVEL[,scope:LEVEL]")
+	fs.BoolVar(&o.ignoredBools[4], "log_as_json", false, "Accepted for the injection template (global.logAsJson); logs are always JSON")
 }
 
 // flagSetter is the part of a pflag.FlagSet fromEnv needs.

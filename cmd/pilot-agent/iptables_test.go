@@ -39,7 +39,7 @@ func assertLines(t *testing.T, out string, want ...string) {
 
 func TestIstioIptablesDryRunInjectionFlags(t *testing.T) {
 	out, err := runIptablesCmd(t, false, nil, false, "-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT",
-		"-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020", "--log_output_level=default:info", "--dry-run")
+		"-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020", "--log_output_level=default:info", "--log_as_json", "--dry-run")
 	if err != nil {
 		t.Fatal(err)
 	}
