@@ -87,6 +87,10 @@ func hasRules(save string) bool {
 	return false
 }
 
+// waitLock makes legacy iptables wait for the xtables lock another writer
+// holds instead of failing (nft ignores it).
+const waitLock = "--wait=30"
+
 // Applier applies and removes rule sets with one backend per family; V6 is
 // optional (a zero Backend when the kernel has no IPv6 tables).
 type Applier struct {
@@ -115,7 +119,7 @@ func (a *Applier) Apply(ctx context.Context, rs RuleSet) error {
 		input := Restore(f.rules)
 		a.Log.Info("applying rules", "command", f.b.Restore, "rules", len(f.rules))
 		a.Log.Debug("iptables-restore input", "command", f.b.Restore, "input", input)
-		if _, err := a.Runner.Run(ctx, input, f.b.Restore, "--noflush"); err != nil {
+		if _, err := a.Runner.Run(ctx, input, f.b.Restore, waitLock, "--noflush"); err != nil {
 			return fmt.Errorf("apply rules: %w", err)
 		}
 	}
@@ -144,7 +148,7 @@ func (a *Applier) clean(ctx context.Context, b Backend, rules []Rule) error {
 	for _, r := range BuiltinRules(rules) {
 		// Delete every copy (a rule appended twice by hand or by an older run).
 		for i := 0; i < 16; i++ {
-			args := append([]string{"-t", r.Table, "-D", r.Chain}, r.Args...)
+			args := append([]string{waitLock, "-t", r.Table, "-D", r.Chain}, r.Args...)
 			if _, err := a.Runner.Run(ctx, "", b.Cmd, args...); err != nil {
 				break
 			}
@@ -166,7 +170,7 @@ func (a *Applier) clean(ctx context.Context, b Backend, rules []Rule) error {
 				if !IsIstioChain(saveTarget(lines[i])) {
 					continue
 				}
-				if _, err := a.Runner.Run(ctx, "", b.Cmd, "-t", t.Name, "-D", chain, strconv.Itoa(i+1)); err != nil {
+				if _, err := a.Runner.Run(ctx, "", b.Cmd, waitLock, "-t", t.Name, "-D", chain, strconv.Itoa(i+1)); err != nil {
 					return fmt.Errorf("delete jump %q: %w", lines[i], err)
 				}
 				removed++
@@ -180,7 +184,7 @@ func (a *Applier) clean(ctx context.Context, b Backend, rules []Rule) error {
 		}
 		for _, op := range []string{"-F", "-X"} {
 			for _, c := range istio {
-				if _, err := a.Runner.Run(ctx, "", b.Cmd, "-t", t.Name, op, c); err != nil {
+				if _, err := a.Runner.Run(ctx, "", b.Cmd, waitLock, "-t", t.Name, op, c); err != nil {
 					return fmt.Errorf("remove chain %s/%s: %w", t.Name, c, err)
 				}
 			}

@@ -76,14 +76,14 @@ COMMIT
 COMMIT
 `
 	f := &fakeRunner{answer: map[string]string{
-		"iptables-nft-save":                    "" + save,
-		"iptables-nft -t nat -D OUTPUT 2":      "",
-		"iptables-nft -t nat -D PREROUTING 1":  "",
-		"iptables-nft -t nat -F ISTIO_INBOUND": "",
-		"iptables-nft -t nat -F ISTIO_OUTPUT":  "",
-		"iptables-nft -t nat -X ISTIO_INBOUND": "",
-		"iptables-nft -t nat -X ISTIO_OUTPUT":  "",
-		"iptables-nft-restore --noflush":       "",
+		"iptables-nft-save":                              "" + save,
+		"iptables-nft --wait=30 -t nat -D OUTPUT 2":      "",
+		"iptables-nft --wait=30 -t nat -D PREROUTING 1":  "",
+		"iptables-nft --wait=30 -t nat -F ISTIO_INBOUND": "",
+		"iptables-nft --wait=30 -t nat -F ISTIO_OUTPUT":  "",
+		"iptables-nft --wait=30 -t nat -X ISTIO_INBOUND": "",
+		"iptables-nft --wait=30 -t nat -X ISTIO_OUTPUT":  "",
+		"iptables-nft-restore --wait=30 --noflush":       "",
 	}}
 	a := &Applier{Runner: f, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		V4: Backend{Cmd: "iptables-nft", Save: "iptables-nft-save", Restore: "iptables-nft-restore"}}
@@ -92,11 +92,11 @@ COMMIT
 		t.Fatalf("Apply: %v\ncalls:\n%s", err, strings.Join(f.calls, "\n"))
 	}
 	for _, want := range [][]string{
-		{"iptables-nft -t nat -D PREROUTING -p tcp -j ISTIO_INBOUND", "iptables-nft-save"},
-		{"iptables-nft -t nat -F ISTIO_INBOUND", "iptables-nft -t nat -X ISTIO_INBOUND"},
-		{"iptables-nft -t nat -F ISTIO_OUTPUT", "iptables-nft -t nat -X ISTIO_INBOUND"},
-		{"iptables-nft -t nat -X ISTIO_OUTPUT", "iptables-nft-restore --noflush"},
-		{"iptables-nft -t nat -D OUTPUT 2", "iptables-nft-restore --noflush"},
+		{"iptables-nft --wait=30 -t nat -D PREROUTING -p tcp -j ISTIO_INBOUND", "iptables-nft-save"},
+		{"iptables-nft --wait=30 -t nat -F ISTIO_INBOUND", "iptables-nft --wait=30 -t nat -X ISTIO_INBOUND"},
+		{"iptables-nft --wait=30 -t nat -F ISTIO_OUTPUT", "iptables-nft --wait=30 -t nat -X ISTIO_INBOUND"},
+		{"iptables-nft --wait=30 -t nat -X ISTIO_OUTPUT", "iptables-nft-restore --wait=30 --noflush"},
+		{"iptables-nft --wait=30 -t nat -D OUTPUT 2", "iptables-nft-restore --wait=30 --noflush"},
 	} {
 		i, j := slices.Index(f.calls, want[0]), slices.Index(f.calls, want[1])
 		if i < 0 || j < 0 || i > j {
