@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -45,20 +46,10 @@ func TestCaptureDNS(t *testing.T) {
 	if s := f.save(t); !strings.Contains(s, "-j CT --zone 2") || !strings.Contains(s, ":ISTIO_OUTPUT_DNS") {
 		t.Fatalf("no DNS rules:\n%s", s)
 	}
-
-	for _, fam := range []struct{ name, udp, tcp, peer string }{
-		{"IPv4", "udp4", "tcp4", peerV4}, {"IPv6", "udp6", "tcp6", peerV6},
-	} {
+	for _, fam := range families {
 		t.Run(fam.name, func(t *testing.T) {
+			agentUDP, agentTCP, serverUDP := f.dnsListeners(t, fam.udp, fam.tcp)
 			server := netip.AddrPortFrom(netip.MustParseAddr(fam.peer), 53)
-			var agentUDP, serverUDP *net.UDPConn
-			var agentTCP *net.TCPListener
-			f.pod.do(t, -1, func() {
-				agentUDP = listenUDP(t, fam.udp, 15053)
-				agentTCP = listenTCP(t, fam.tcp, 15053, nil)
-			})
-			f.peer.do(t, -1, func() { serverUDP = listenUDP(t, fam.udp, 53) })
-
 			query(t, f.pod, -1, server, agentUDP)
 			query(t, f.pod, 1337, server, serverUDP)
 			c := dial(t, f.pod, -1, server)
@@ -66,6 +57,56 @@ func TestCaptureDNS(t *testing.T) {
 		})
 	}
 	f.clean(t, before, "-u", "1337", "--redirect-dns", "--capture-all-dns", "--dual-stack")
+}
+
+// TestCaptureDNSResolvConf: with --redirect-dns alone only DNS to the
+// pod's resolv.conf servers is captured (ip netns exec shows the pod
+// /etc/netns/NAME/resolv.conf as /etc/resolv.conf); DNS to another server
+// reaches it.
+func TestCaptureDNSResolvConf(t *testing.T) {
+	f := setup(t)
+	etc := "/etc/netns/" + f.pod.name
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(etc) })
+	if err := os.WriteFile(etc+"/resolv.conf", []byte("nameserver "+peerV4+"\nnameserver "+peerV6+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const otherV4, otherV6 = "10.99.0.4", "fd00:99::4"
+	mustRun(t, "ip", "-n", f.peer.name, "addr", "add", otherV4+"/24", "dev", "mp1")
+	mustRun(t, "ip", "-n", f.peer.name, "addr", "add", otherV6+"/64", "dev", "mp1", "nodad")
+	before := f.save(t)
+	f.apply(t, append(append([]string{}, injectionArgs...), "--redirect-dns")...)
+
+	for _, fam := range families {
+		t.Run(fam.name, func(t *testing.T) {
+			agentUDP, agentTCP, serverUDP := f.dnsListeners(t, fam.udp, fam.tcp)
+			server := netip.AddrPortFrom(netip.MustParseAddr(fam.peer), 53)
+			other := netip.AddrPortFrom(netip.MustParseAddr(map[string]string{"udp4": otherV4, "udp6": otherV6}[fam.udp]), 53)
+			query(t, f.pod, -1, server, agentUDP)
+			query(t, f.pod, -1, other, serverUDP)
+			c := dial(t, f.pod, -1, server)
+			assertOriginalDst(t, accept(t, agentTCP, c), server)
+		})
+	}
+	f.clean(t, before, "-u", "1337", "--redirect-dns", "--dual-stack")
+}
+
+var families = []struct{ name, udp, tcp, peer string }{
+	{"IPv4", "udp4", "tcp4", peerV4}, {"IPv6", "udp6", "tcp6", peerV6},
+}
+
+// dnsListeners opens the agent's DNS proxy (UDP and TCP 15053) in the pod
+// and a DNS server (UDP 53, every address) in the peer.
+func (f *fixture) dnsListeners(t *testing.T, udp, tcp string) (agentUDP *net.UDPConn, agentTCP *net.TCPListener, serverUDP *net.UDPConn) {
+	t.Helper()
+	f.pod.do(t, -1, func() {
+		agentUDP = listenUDP(t, udp, 15053)
+		agentTCP = listenTCP(t, tcp, 15053, nil)
+	})
+	f.peer.do(t, -1, func() { serverUDP = listenUDP(t, udp, 53) })
+	return agentUDP, agentTCP, serverUDP
 }
 
 // query sends one UDP datagram from ns (fsid as in dial) to to and checks
