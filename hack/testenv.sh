@@ -2,8 +2,8 @@
 # testenv.sh — installs and locates the real Kubernetes parts the test suite
 # runs against: etcd (Debian package), kube-apiserver and helm (built from the
 # Go module proxy, in one go build); and iptables and iproute2 (Debian
-# packages) for the traffic-capture test in test/iptables. Built binaries are cached outside the work
-# tree, keyed by version, so only the first run pays:
+# packages) for the traffic-capture test in test/iptables. Built binaries are
+# cached outside the work tree, keyed by version, so only the first run pays:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/kube-apiserver-<version>/kube-apiserver
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/helm-<version>/helm
@@ -281,6 +281,10 @@ cmd_env() {
   echo "export MESHPILOT_ETCD=$etcd"
   echo "export MESHPILOT_KUBE_APISERVER=$APISERVER_DIR/kube-apiserver"
   echo "export MESHPILOT_HELM=$HELM_DIR/helm"
+  # iptables and ip live in /usr/sbin, which a non-root PATH may lack.
+  if ! command -v iptables-nft >/dev/null 2>&1; then
+    echo 'export PATH="$PATH:/usr/sbin:/sbin"'
+  fi
 }
 
 # cmd_exec runs a command with the test environment's variables, or fails
