@@ -278,3 +278,44 @@ func hostIstioRules(t *testing.T) string {
 	}
 	return b.String()
 }
+
+// TestInterfaces: -k treats what enters from a virtual interface (a VM's)
+// as outbound, so it lands on 15001; -c leaves an interface's traffic
+// alone, so it reaches the application.
+func TestInterfaces(t *testing.T) {
+	f := setup(t)
+	before := f.save(t)
+	app := netip.AddrPortFrom(netip.MustParseAddr(podV4), 8080)
+	base := []string{"-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-b", "*"}
+
+	f.apply(t, append(base, "-k", "mp0")...)
+	var outbound, appL *net.TCPListener
+	f.pod.do(t, -1, func() {
+		outbound = listenTCP(t, "tcp4", 15001, nil)
+		appL = listenTCP(t, "tcp4", 8080, nil)
+	})
+	c := dial(t, f.peer, -1, app)
+	assertOriginalDst(t, accept(t, outbound, c), app)
+	f.clean(t, before, "-u", "1337", "-k", "mp0")
+
+	f.apply(t, append(base, "-c", "mp0")...)
+	c = dial(t, f.peer, -1, app)
+	accept(t, appL, c)
+	f.clean(t, before, "-u", "1337", "-c", "mp0")
+}
+
+// TestDryRunTouchesNothing: --dry-run prints the rules and changes none.
+func TestDryRunTouchesNothing(t *testing.T) {
+	f := setup(t)
+	before := f.save(t)
+	out := f.pod.mustExec(t, append([]string{f.agent, "istio-iptables", "--dry-run"}, injectionArgs...)...)
+	if !strings.Contains(out, "-A ISTIO_OUTPUT -j ISTIO_REDIRECT") || !strings.Contains(out, "# ip6tables-restore --noflush") {
+		t.Errorf("dry run did not print the IPv4 and IPv6 rules:\n%s", out)
+	}
+	if after := f.save(t); after != before {
+		t.Fatalf("--dry-run changed the rules:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if addrs := f.pod.mustExec(t, "ip", "-6", "addr", "show", "dev", "lo"); strings.Contains(addrs, "::6/128") {
+		t.Fatalf("--dry-run added ::6 to lo:\n%s", addrs)
+	}
+}
