@@ -69,7 +69,10 @@ func TestCaptureDNSResolvConf(t *testing.T) {
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(etc) })
+	t.Cleanup(func() {
+		os.RemoveAll(etc)
+		os.Remove("/etc/netns") // only when empty: another namespace's files stay
+	})
 	if err := os.WriteFile(etc+"/resolv.conf", []byte("nameserver "+peerV4+"\nnameserver "+peerV6+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
