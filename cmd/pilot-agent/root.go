@@ -12,6 +12,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/version"
 	"github.com/meshpilot/meshpilot/pilot/agent"
 	"github.com/meshpilot/meshpilot/pilot/agent/config"
+	"github.com/meshpilot/meshpilot/pilot/agent/iptables"
 )
 
 func newRootCommand(stdout, stderr io.Writer, getenv func(string) string, environ func() []string) *cobra.Command {
@@ -23,11 +24,12 @@ func newRootCommand(stdout, stderr io.Writer, getenv func(string) string, enviro
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newProxyCommand(stdout, stderr, getenv, environ), newWaitCommand(), newRequestCommand(), &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.Info()) },
-	})
+	root.AddCommand(newProxyCommand(stdout, stderr, getenv, environ), newWaitCommand(), newRequestCommand(),
+		newIptablesCommand(false, getenv, iptables.LocalIP), newIptablesCommand(true, getenv, iptables.LocalIP), &cobra.Command{
+			Use:   "version",
+			Short: "Print the version",
+			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.Info()) },
+		})
 	return root
 }
 
