@@ -32,6 +32,7 @@ run: build
 	@echo "meshpilot discovery on examples/bookinfo (Ctrl-C to stop)"
 	@echo "  xDS (plaintext ADS):  localhost:15010"
 	@echo "  xDS + CA over TLS:    localhost:15012 (self-signed root in memory; client certificates only, no cluster for tokens)"
+	@echo "  admission webhooks:   https://localhost:15017/validate  /inject (certificate from the same CA)"
 	@echo "  readiness:            http://localhost:8080/ready"
 	@echo "  debug:                http://localhost:8080/debug/registryz  /debug/configz  /debug/syncz  /debug/config_dump?proxyID=..."
 	@echo "  metrics:              http://localhost:15014/metrics"
