@@ -8,6 +8,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	caserver "github.com/meshpilot/meshpilot/pilot/ca/server"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
+	"github.com/meshpilot/meshpilot/pilot/webhook/cabundle"
 	webhook "github.com/meshpilot/meshpilot/pilot/webhook/server"
 	"github.com/meshpilot/meshpilot/pilot/webhook/validate"
 )
@@ -29,6 +30,8 @@ func (s *Server) newWebhookServing(v *validation.Validator) *webhookServing {
 // startWebhook serves /validate and /inject on lis with serving, the CA's
 // certificate of the secure port (same names, same renewal). Readiness
 // waits until the server completed a verified TLS handshake with itself.
+// With Kubernetes, the leader keeps the webhook configurations' caBundle
+// equal to the root.
 func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *caserver.ServingCert) {
 	wh := s.webhook
 	log := s.log.With("component", "webhook")
@@ -46,7 +49,27 @@ func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *ca
 	})
 	wh.lis = lis
 	s.goServe("webhook", func() error { return wh.server.Serve(ctx, lis) })
+	if elector := s.LeaderElector(); elector != nil {
+		changes := s.secure.authority.Subscribe()
+		s.goServe("webhook-cabundle", func() error {
+			return elector.Run(ctx, validationControllerLease, func(lctx context.Context) {
+				_ = cabundle.Run(lctx, cabundle.Options{
+					Client:     s.KubeClient(),
+					Validating: []string{"istio-validator-" + s.opts.Namespace},
+					Mutating:   []string{"istio-sidecar-injector"},
+					Root:       func() []byte { return s.secure.authority.Bundle().RootPEM },
+					Changes:    changes,
+					Log:        s.log.With("component", "webhook-cabundle"),
+				})
+			})
+		})
+	}
 }
+
+// validationControllerLease is the Lease istiod's webhook patcher holds;
+// the same name keeps a meshpilot and an istiod replica from both writing
+// the webhook configurations during a migration.
+const validationControllerLease = "istio-validation-controller-election"
 
 // webhookServing reports whether the webhook is off or serves; /ready waits for it.
 func (s *Server) webhookServing() bool {
