@@ -31,6 +31,11 @@ func (s *Server) review(endpoint string, fn answer) http.Handler {
 			return
 		}
 		resp := fn(r.Context(), r.URL.Path, ar.Request)
+		if resp == nil {
+			log.Error("admission handler returned no response", requestAttrs(ar.Request))
+			http.Error(w, endpoint+": no admission response", http.StatusInternalServerError)
+			return
+		}
 		resp.UID = ar.Request.UID
 		out := admissionv1.AdmissionReview{TypeMeta: ar.TypeMeta, Response: resp}
 		body, err := json.Marshal(&out)

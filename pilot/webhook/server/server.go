@@ -132,14 +132,19 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 
 // probe handshakes with addr until one succeeds, then marks serving.
 func (s *Server) probe(ctx context.Context, addr string) {
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+	for attempt, delay := 1, 10*time.Millisecond; ; attempt, delay = attempt+1, min(2*delay, 5*time.Second) {
 		err := s.handshake(ctx, addr)
 		if err == nil {
 			s.serving.Mark()
 			s.log.Info("admission webhook serving", "addr", addr)
 			return
 		}
-		s.log.Warn("admission webhook self-check failed, retrying", "addr", addr, "retry_in", delay, "error", err)
+		// The first failures, then one a minute once the delay is at its cap.
+		level := slog.LevelDebug
+		if attempt <= 5 || attempt%12 == 0 {
+			level = slog.LevelWarn
+		}
+		s.log.Log(ctx, level, "admission webhook self-check failed, retrying", "addr", addr, "attempt", attempt, "retry_in", delay, "error", err)
 		select {
 		case <-ctx.Done():
 			return

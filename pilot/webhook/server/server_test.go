@@ -295,3 +295,19 @@ func (n *notify) Handle(_ context.Context, r slog.Record) error {
 }
 func (n *notify) WithAttrs([]slog.Attr) slog.Handler { return n }
 func (n *notify) WithGroup(string) slog.Handler      { return n }
+
+type nilInjector struct{}
+
+func (nilInjector) Inject(context.Context, *admissionv1.AdmissionRequest, InjectParams) *admissionv1.AdmissionResponse {
+	return nil
+}
+
+// TestNilResponseIs500: a handler bug answers 500, never a panic or an
+// empty review the API server would misread.
+func TestNilResponseIs500(t *testing.T) {
+	_, c, base := serve(t, Options{Injector: nilInjector{}})
+	status, raw, _ := post(t, c, base+"/inject", "application/json", reviewBody(t, "pod"))
+	if status != http.StatusInternalServerError || !strings.Contains(raw, "no admission response") {
+		t.Errorf("got %d %q, want 500", status, raw)
+	}
+}
