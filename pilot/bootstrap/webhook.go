@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"net"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meshpilot/meshpilot/model"
 	caserver "github.com/meshpilot/meshpilot/pilot/ca/server"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
@@ -15,16 +17,17 @@ import (
 
 // webhookServing is the admission webhook port (15017).
 type webhookServing struct {
-	validator *validation.Validator
-	metrics   *validate.Metrics
-	server    *webhook.Server // nil until started
-	lis       net.Listener
+	validator  *validation.Validator
+	metrics    *validate.Metrics
+	httpErrors *prometheus.CounterVec
+	server     *webhook.Server // nil until started
+	lis        net.Listener
 }
 
 // newWebhookServing builds what does not need the CA yet: the metrics,
 // and the validator shared with the file source.
 func (s *Server) newWebhookServing(v *validation.Validator) *webhookServing {
-	return &webhookServing{validator: v, metrics: validate.NewMetrics(s.reg)}
+	return &webhookServing{validator: v, metrics: validate.NewMetrics(s.reg), httpErrors: webhook.NewValidationHTTPErrors(s.reg)}
 }
 
 // startWebhook serves /validate and /inject on lis with serving, the CA's
@@ -42,10 +45,11 @@ func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *ca
 		}),
 		// The injector (pilot/webhook/inject) is wired in when it lands;
 		// until then /inject admits pods unchanged and says so in the log.
-		Injector:        nil,
-		ProbeRoots:      s.secure.authority.Bundle().RootPool(),
-		ProbeServerName: "istiod." + s.opts.Namespace + ".svc",
-		Log:             log,
+		Injector:             nil,
+		ProbeRoots:           s.secure.authority.Bundle().RootPool(),
+		ProbeServerName:      "istiod." + s.opts.Namespace + ".svc",
+		ValidationHTTPErrors: wh.httpErrors,
+		Log:                  log,
 	})
 	wh.lis = lis
 	s.goServe("webhook", func() error { return wh.server.Serve(ctx, lis) })

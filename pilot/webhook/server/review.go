@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 
 	admissionv1 "k8s.io/api/admission/v1"
 
@@ -27,12 +28,14 @@ func (s *Server) review(endpoint string, fn answer) http.Handler {
 		ar, status, err := s.readReview(w, r)
 		if err != nil {
 			log.Warn("bad admission request", "status", status, clientlog.Error("error", err))
+			s.httpError(endpoint, status)
 			http.Error(w, err.Error(), status)
 			return
 		}
 		resp := fn(r.Context(), r.URL.Path, ar.Request)
 		if resp == nil {
 			log.Error("admission handler returned no response", requestAttrs(ar.Request))
+			s.httpError(endpoint, http.StatusInternalServerError)
 			http.Error(w, endpoint+": no admission response", http.StatusInternalServerError)
 			return
 		}
@@ -41,6 +44,7 @@ func (s *Server) review(endpoint string, fn answer) http.Handler {
 		body, err := json.Marshal(&out)
 		if err != nil {
 			log.Error("encode admission response", "error", err)
+			s.httpError(endpoint, http.StatusInternalServerError)
 			http.Error(w, "encode admission response: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -49,6 +53,13 @@ func (s *Server) review(endpoint string, fn answer) http.Handler {
 			log.Debug("write admission response", "error", err)
 		}
 	})
+}
+
+// httpError counts an HTTP error answer of /validate.
+func (s *Server) httpError(endpoint string, status int) {
+	if endpoint == "validate" && s.opts.ValidationHTTPErrors != nil {
+		s.opts.ValidationHTTPErrors.WithLabelValues(strconv.Itoa(status)).Inc()
+	}
 }
 
 // readReview decodes the body as an admission.k8s.io/v1 AdmissionReview

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/meshpilot/meshpilot/internal/ready"
@@ -51,7 +52,19 @@ type Options struct {
 	// verification, which still proves the listener completes handshakes.
 	ProbeRoots      *x509.CertPool
 	ProbeServerName string
-	Log             *slog.Logger
+	// ValidationHTTPErrors, when set, counts /validate requests answered
+	// with an HTTP error, by status (Istio's galley_validation_http_error).
+	ValidationHTTPErrors *prometheus.CounterVec
+	Log                  *slog.Logger
+}
+
+// NewValidationHTTPErrors registers galley_validation_http_error{status} on reg.
+func NewValidationHTTPErrors(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "galley_validation_http_error", Help: "Resource validation http serve errors",
+	}, []string{"status"})
+	reg.MustRegister(c)
+	return c
 }
 
 // Server is the admission webhook server.

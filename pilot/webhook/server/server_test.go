@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -142,7 +144,8 @@ func TestValidateAnswersWithUIDAndWarnings(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	_, c, base := serve(t, Options{Validator: &recordingValidator{}, MaxBodyBytes: 1 << 10})
+	errs := NewValidationHTTPErrors(prometheus.NewRegistry())
+	_, c, base := serve(t, Options{Validator: &recordingValidator{}, MaxBodyBytes: 1 << 10, ValidationHTTPErrors: errs})
 	big := append([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"name":"`), bytes.Repeat([]byte("x"), 2<<10)...)
 	big = append(big, `"}}`...)
 	for _, tc := range []struct {
@@ -173,6 +176,15 @@ func TestBadRequests(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET /validate = %d, want 405", resp.StatusCode)
+	}
+	for status, want := range map[string]float64{"400": 5, "413": 1, "415": 1, "405": 1} {
+		var m dto.Metric
+		if err := errs.WithLabelValues(status).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetCounter().GetValue(); got != want {
+			t.Errorf("galley_validation_http_error{status=%q} = %v, want %v", status, got, want)
+		}
 	}
 }
 
