@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -150,7 +151,7 @@ func review(ctx context.Context, t *testing.T, cs kubernetes.Interface, a access
 	ssar := &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Group: a.Group, Resource: a.Resource, Verb: a.Verb, Namespace: a.Namespace,
+				Group: a.Group, Resource: a.Resource, Verb: a.Verb, Namespace: a.Namespace, Name: a.Name,
 			},
 		},
 	}
@@ -200,6 +201,10 @@ func getObject(ctx context.Context, cs kubernetes.Interface, obj runtime.Object)
 		_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 	case *autoscalingv2.HorizontalPodAutoscaler:
 		_, err = cs.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, name, metav1.GetOptions{})
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		_, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
 	default:
 		return fmt.Errorf("%s %s/%s: no reader for this kind in the test", kindOf(obj), ns, name)
 	}

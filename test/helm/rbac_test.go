@@ -12,9 +12,9 @@ import (
 )
 
 // access is one verb on one resource, cluster-wide (Namespace "") or in one
-// namespace.
+// namespace; Name, when set, limits it to the object of that name.
 type access struct {
-	Group, Resource, Verb, Namespace string
+	Group, Resource, Verb, Namespace, Name string
 }
 
 func (a access) String() string {
@@ -25,6 +25,9 @@ func (a access) String() string {
 	where := "cluster-wide"
 	if a.Namespace != "" {
 		where = "in " + a.Namespace
+	}
+	if a.Name != "" {
+		where = "named " + a.Name + " " + where
 	}
 	return fmt.Sprintf("%s %s/%s %s", a.Verb, g, a.Resource, where)
 }
@@ -65,19 +68,22 @@ var (
 // deniedAccess are rights the chart must not give (probes for least
 // privilege against a real authorizer).
 var deniedAccess = []access{
-	{"", "secrets", "create", "default"},
-	{"", "secrets", "update", "default"},
-	{"", "secrets", "delete", releaseNS},
-	{"coordination.k8s.io", "leases", "get", "default"},
-	{"", "configmaps", "delete", "default"},
-	{"", "pods", "create", "default"},
-	{"", "services", "get", "default"},
-	{"apps", "deployments", "list", ""},
-	{"networking.istio.io", "virtualservices", "create", "default"},
-	{"networking.istio.io", "virtualservices", "delete", "default"},
-	{"telemetry.istio.io", "telemetries", "list", ""},
-	{"networking.istio.io", "envoyfilters", "list", ""},
-	{"rbac.authorization.k8s.io", "clusterroles", "list", ""},
+	{"", "secrets", "create", "default", ""},
+	{"", "secrets", "update", "default", ""},
+	{"", "secrets", "delete", releaseNS, ""},
+	{"coordination.k8s.io", "leases", "get", "default", ""},
+	{"", "configmaps", "delete", "default", ""},
+	{"", "pods", "create", "default", ""},
+	{"", "services", "get", "default", ""},
+	{"apps", "deployments", "list", "", ""},
+	{"networking.istio.io", "virtualservices", "create", "default", ""},
+	{"networking.istio.io", "virtualservices", "delete", "default", ""},
+	{"telemetry.istio.io", "telemetries", "list", "", ""},
+	{"networking.istio.io", "envoyfilters", "list", "", ""},
+	{"rbac.authorization.k8s.io", "clusterroles", "list", "", ""},
+	{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "update", "", "someone-elses"},
+	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update", "", "someone-elses"},
+	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "list", "", ""},
 }
 
 // istioKindVerbs are the verbs on each Istio kind pilot-discovery watches.
@@ -100,11 +106,24 @@ func watchedIstioKinds() []access {
 // credentialsOffDenied are denied with gateways.credentials.enabled=false:
 // no Secret is readable outside the release namespace, and none is listable.
 var credentialsOffDenied = []access{
-	{"", "secrets", "list", ""},
-	{"", "secrets", "get", "default"},
-	{"", "secrets", "watch", "default"},
-	{"", "secrets", "list", releaseNS},
-	{"authorization.k8s.io", "subjectaccessreviews", "create", ""},
+	{"", "secrets", "list", "", ""},
+	{"", "secrets", "get", "default", ""},
+	{"", "secrets", "watch", "default", ""},
+	{"", "secrets", "list", releaseNS, ""},
+	{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""},
+}
+
+// webhookAccess is what the webhook patcher (pilot/webhook/cabundle)
+// needs: get and update of the chart's two webhook configurations, by
+// name, and nothing on any other.
+func webhookAccess(ns string) []access {
+	var out []access
+	for _, v := range []string{"get", "update"} {
+		out = append(out,
+			access{"admissionregistration.k8s.io", "validatingwebhookconfigurations", v, "", "istio-validator-" + ns},
+			access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", v, "", "istio-sidecar-injector"})
+	}
+	return out
 }
 
 // wantAccess expands the expected grants with the default values;
@@ -121,10 +140,11 @@ func wantAccessFor(ns string, credentials bool) []access {
 	}
 	for _, k := range watchedIstioKinds() {
 		for _, v := range istioKindVerbs {
-			out = append(out, access{k.Group, k.Resource, v, ""})
+			out = append(out, access{k.Group, k.Resource, v, "", ""})
 		}
 	}
 	out = appendGrants(out, namespaceAccess, ns)
+	out = append(out, webhookAccess(ns)...)
 	return sortedAccess(out)
 }
 
@@ -132,7 +152,7 @@ func appendGrants(out []access, grants []grant, ns string) []access {
 	for _, g := range grants {
 		for _, r := range g.resources {
 			for _, v := range g.verbs {
-				out = append(out, access{g.group, r, v, ns})
+				out = append(out, access{g.group, r, v, ns, ""})
 			}
 		}
 	}
@@ -147,8 +167,12 @@ func expandRules(t *testing.T, kind, name string, rules []rbacv1.PolicyRule, ns 
 	var out []access
 	for i, r := range rules {
 		where := fmt.Sprintf("%s %s rules[%d]", kind, name, i)
-		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-			t.Errorf("%s: resourceNames/nonResourceURLs are not expected: %+v", where, r)
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("%s: nonResourceURLs are not expected: %+v", where, r)
+		}
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
 		}
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
@@ -156,7 +180,9 @@ func expandRules(t *testing.T, kind, name string, rules []rbacv1.PolicyRule, ns 
 					if g == "*" || res == "*" || v == "*" || strings.Contains(res, "/") {
 						t.Errorf("%s: wildcard or subresource grant %q %q %q", where, g, res, v)
 					}
-					out = append(out, access{g, res, v, ns})
+					for _, n := range names {
+						out = append(out, access{g, res, v, ns, n})
+					}
 				}
 			}
 		}

@@ -57,7 +57,8 @@ func TestTemplateDefaults(t *testing.T) {
 	}
 	slices.Sort(kinds)
 	wantKinds := []string{"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
-		"PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"}
+		"MutatingWebhookConfiguration", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount",
+		"ValidatingWebhookConfiguration"}
 	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
 		t.Fatalf("rendered kinds (-want +got):\n%s", diff)
 	}
