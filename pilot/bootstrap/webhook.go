@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"crypto/tls"
+	"log/slog"
 	"net"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 	caserver "github.com/meshpilot/meshpilot/pilot/ca/server"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/pilot/webhook/cabundle"
+	"github.com/meshpilot/meshpilot/pilot/webhook/inject"
 	webhook "github.com/meshpilot/meshpilot/pilot/webhook/server"
 	"github.com/meshpilot/meshpilot/pilot/webhook/validate"
 )
@@ -20,6 +22,7 @@ type webhookServing struct {
 	validator  *validation.Validator
 	metrics    *validate.Metrics
 	httpErrors *prometheus.CounterVec
+	injection  *inject.Metrics
 	server     *webhook.Server // nil until started
 	lis        net.Listener
 }
@@ -27,7 +30,8 @@ type webhookServing struct {
 // newWebhookServing builds what does not need the CA yet: the metrics,
 // and the validator shared with the file source.
 func (s *Server) newWebhookServing(v *validation.Validator) *webhookServing {
-	return &webhookServing{validator: v, metrics: validate.NewMetrics(s.reg), httpErrors: webhook.NewValidationHTTPErrors(s.reg)}
+	return &webhookServing{validator: v, metrics: validate.NewMetrics(s.reg), httpErrors: webhook.NewValidationHTTPErrors(s.reg),
+		injection: inject.NewMetrics(s.reg)}
 }
 
 // startWebhook serves /validate and /inject on lis with serving, the CA's
@@ -43,9 +47,7 @@ func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *ca
 		Validator: validate.New(validate.Options{
 			Validator: wh.validator, View: webhookView{s}, Metrics: wh.metrics, Log: log,
 		}),
-		// The injector (pilot/webhook/inject) is wired in when it lands;
-		// until then /inject admits pods unchanged and says so in the log.
-		Injector:             nil,
+		Injector:             s.injectWebhook(log),
 		ProbeRoots:           s.secure.authority.Bundle().RootPool(),
 		ProbeServerName:      "istiod." + s.opts.Namespace + ".svc",
 		ValidationHTTPErrors: wh.httpErrors,
@@ -67,6 +69,20 @@ func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *ca
 				})
 			})
 		})
+	}
+}
+
+// injectWebhook is /inject's injector: the istio-sidecar-injector
+// ConfigMap's configuration (watched) with the current mesh config. Without
+// a cluster there is no ConfigMap, and /inject admits pods unchanged. The
+// revision is the default one (""): meshpilot has no --revision yet.
+func (s *Server) injectWebhook(log *slog.Logger) webhook.Injector {
+	if s.kube == nil || s.kube.injector == nil {
+		return nil
+	}
+	return &inject.Webhook{
+		Config: s.kube.injector.Config, Mesh: s.env.MeshConfig,
+		Metrics: s.webhook.injection, Log: log.With("webhook", "inject"),
 	}
 }
 
