@@ -6,12 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/meshpilot/meshpilot/pilot/webhook/inject"
 )
@@ -48,9 +43,8 @@ type InjectorWatcherOptions struct {
 // good configuration keeps being used; so does a deleted one (Istio's
 // injector also keeps its last configuration).
 type InjectorWatcher struct {
-	opts    InjectorWatcherOptions
-	factory informers.SharedInformerFactory
-	inf     cache.SharedIndexInformer
+	opts  InjectorWatcherOptions
+	watch *configMapWatch
 
 	// reloadMu makes each reload read and publish atomically.
 	reloadMu sync.Mutex
@@ -67,17 +61,9 @@ func NewInjectorWatcher(opts InjectorWatcherOptions) (*InjectorWatcher, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", opts.Name).String()
-		}))
-	w := &InjectorWatcher{opts: opts, factory: f, inf: f.Core().V1().ConfigMaps().Informer()}
-	if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.reload() },
-		UpdateFunc: func(_, _ any) { w.reload() },
-		DeleteFunc: func(any) { w.reload() },
-	}); err != nil {
+	w := &InjectorWatcher{opts: opts}
+	var err error
+	if w.watch, err = newConfigMapWatch(opts.Client, opts.Namespace, opts.Name, w.reload); err != nil {
 		return nil, fmt.Errorf("injector watcher: %w", err)
 	}
 	return w, nil
@@ -86,9 +72,8 @@ func NewInjectorWatcher(opts InjectorWatcherOptions) (*InjectorWatcher, error) {
 // Start starts the informer and waits until the ConfigMap (or its absence)
 // is known. The informer stops when ctx is done; call Wait after.
 func (w *InjectorWatcher) Start(ctx context.Context) error {
-	w.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), w.inf.HasSynced) {
-		return fmt.Errorf("injector watcher: ConfigMap %s/%s not synced: %w", w.opts.Namespace, w.opts.Name, context.Cause(ctx))
+	if err := w.watch.start(ctx); err != nil {
+		return fmt.Errorf("injector watcher: %w", err)
 	}
 	w.reload()
 	w.opts.Log.Info("watching the injector ConfigMap", "configmap", w.where(), "loaded", w.Config() != nil)
@@ -96,7 +81,7 @@ func (w *InjectorWatcher) Start(ctx context.Context) error {
 }
 
 // Wait blocks until the informer stopped (after the Start context ended).
-func (w *InjectorWatcher) Wait() { w.factory.Shutdown() }
+func (w *InjectorWatcher) Wait() { w.watch.wait() }
 
 // Config returns the current injector configuration (immutable), or nil
 // while no valid ConfigMap was seen: then pods are admitted unchanged.
@@ -106,14 +91,13 @@ func (w *InjectorWatcher) Config() *inject.Config {
 	return w.config
 }
 
-func (w *InjectorWatcher) where() string { return w.opts.Namespace + "/" + w.opts.Name }
+func (w *InjectorWatcher) where() string { return w.watch.where() }
 
 func (w *InjectorWatcher) reload() {
 	w.reloadMu.Lock()
 	defer w.reloadMu.Unlock()
-	obj, found, _ := w.inf.GetStore().GetByKey(w.where())
-	cm, isCM := obj.(*corev1.ConfigMap)
-	if !found || !isCM {
+	cm, found := w.watch.get()
+	if !found {
 		if w.Config() != nil {
 			w.opts.Log.Warn("injector ConfigMap gone; keeping the last configuration", "configmap", w.where())
 		}
