@@ -13,7 +13,8 @@ BENCHCOUNT ?= 5
 FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate \
 	./pilot/agent/config:FuzzFromEnv ./model:FuzzParseProxy ./pilot/ca/authn:FuzzParseSPIFFEID \
 	./pilot/ca/authn:FuzzJWTClaims ./xds:FuzzSotWRequests ./xds:FuzzDeltaRequests \
-	./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParseDoc ./pilot/config/file:FuzzNormalizeDurations
+	./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParseDoc ./pilot/config/file:FuzzNormalizeDurations \
+	./pilot/webhook/server:FuzzReview
 FUZZTIME ?= 10s
 # Golden tests (see internal/golden) and their packages; make golden rewrites them.
 GOLDEN_PKGS := ./pilot/networking/gateway ./pilot/networking/cluster ./pilot/networking/authz \
@@ -32,6 +33,7 @@ run: build
 	@echo "meshpilot discovery on examples/bookinfo (Ctrl-C to stop)"
 	@echo "  xDS (plaintext ADS):  localhost:15010"
 	@echo "  xDS + CA over TLS:    localhost:15012 (self-signed root in memory; client certificates only, no cluster for tokens)"
+	@echo "  admission webhooks:   https://localhost:15017/validate  /inject (certificate from the same CA)"
 	@echo "  readiness:            http://localhost:8080/ready"
 	@echo "  debug:                http://localhost:8080/debug/registryz  /debug/configz  /debug/syncz  /debug/config_dump?proxyID=..."
 	@echo "  metrics:              http://localhost:15014/metrics"

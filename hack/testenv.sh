@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # testenv.sh — installs and locates the real Kubernetes parts the test suite
 # runs against: etcd (Debian package), kube-apiserver and helm (built from the
-# Go module proxy, in one go build). Built binaries are cached outside the work
-# tree, keyed by version, so only the first run pays:
+# Go module proxy, in one go build); and iptables and iproute2 (Debian
+# packages) for the traffic-capture test in test/iptables. Built binaries are
+# cached outside the work tree, keyed by version, so only the first run pays:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/kube-apiserver-<version>/kube-apiserver
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/helm-<version>/helm
@@ -98,6 +99,43 @@ install_etcd() {
     $sudo systemctl stop etcd || true
     $sudo systemctl disable etcd >/dev/null 2>&1 || true
   fi
+}
+
+netutils_missing() {
+  local c
+  for c in iptables-nft iptables-legacy ip6tables-nft ip6tables-legacy ip setpriv; do
+    command -v "$c" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin" command -v "$c" >/dev/null 2>&1 || echo "$c"
+  done
+}
+
+# install_netutils installs iptables (both the nft and legacy variants, v4
+# and v6) and iproute2 for test/iptables, when any command is missing.
+install_netutils() {
+  if [ -z "$(netutils_missing)" ]; then
+    log "iptables and iproute2 present: $(PATH="$PATH:/usr/sbin:/sbin" iptables --version 2>/dev/null | head -1)"
+    return 0
+  fi
+  command -v apt-get >/dev/null 2>&1 ||
+    die "missing $(netutils_missing | tr '\n' ' ')and apt-get is not available; install iptables and iproute2"
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "iptables/iproute2 missing; run as root or install packages iptables iproute2"
+    sudo=sudo
+  fi
+  log "installing iptables and iproute2 (apt packages)"
+  $sudo apt-get update -qq || die "apt-get update failed"
+  # The dpkg lock timeout guards against an apt run outside this script.
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends iptables iproute2 util-linux ||
+    die "apt-get install iptables iproute2 failed"
+  [ -z "$(netutils_missing)" ] || die "installed iptables and iproute2 but still missing: $(netutils_missing | tr '\n' ' ')"
+}
+
+# install_apt installs the Debian packages one after the other: apt takes
+# one dpkg lock at a time, and the lock file keeps concurrent runs of this
+# script from colliding.
+install_apt() {
+  with_lock "$CACHE_ROOT/.apt.lock" install_etcd
+  with_lock "$CACHE_ROOT/.apt.lock" install_netutils
 }
 
 # build_tools NAME... builds the missing test tools (kube-apiserver, helm) in
@@ -214,15 +252,16 @@ cmd_install() {
   mkdir -p "$CACHE_ROOT"
   local start etcd_pid etcd_log
   start=$(date +%s)
-  # etcd comes from apt (network and disk) while the Go build uses the CPUs.
+  # etcd, iptables and iproute2 come from apt (network and disk) while the
+  # Go build uses the CPUs.
   etcd_log=$(mktemp)
-  timed etcd with_lock "$CACHE_ROOT/.etcd.lock" install_etcd >"$etcd_log" 2>&1 &
+  timed "etcd+iptables+iproute2" install_apt >"$etcd_log" 2>&1 &
   etcd_pid=$!
   timed "kube-apiserver+helm" with_lock "$CACHE_ROOT/.tools.lock" build_tools kube-apiserver helm
   if ! wait "$etcd_pid"; then
     cat "$etcd_log" >&2
     rm -f "$etcd_log"
-    die "etcd install failed"
+    die "apt install (etcd, iptables, iproute2) failed"
   fi
   cat "$etcd_log" >&2
   rm -f "$etcd_log"
@@ -233,6 +272,7 @@ cmd_env() {
   local etcd missing=()
   etcd=$(etcd_path)
   [ -n "$etcd" ] || missing+=("etcd")
+  [ -z "$(netutils_missing)" ] || missing+=($(netutils_missing))
   [ -x "$APISERVER_DIR/kube-apiserver" ] || missing+=("kube-apiserver $KUBE_VERSION")
   [ -x "$HELM_DIR/helm" ] || missing+=("helm $HELM_VERSION")
   if [ "${#missing[@]}" -gt 0 ]; then
@@ -241,6 +281,10 @@ cmd_env() {
   echo "export MESHPILOT_ETCD=$etcd"
   echo "export MESHPILOT_KUBE_APISERVER=$APISERVER_DIR/kube-apiserver"
   echo "export MESHPILOT_HELM=$HELM_DIR/helm"
+  # iptables and ip live in /usr/sbin, which a non-root PATH may lack.
+  if ! command -v iptables-nft >/dev/null 2>&1; then
+    echo 'export PATH="$PATH:/usr/sbin:/sbin"'
+  fi
 }
 
 # cmd_exec runs a command with the test environment's variables, or fails

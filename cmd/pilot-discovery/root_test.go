@@ -27,7 +27,7 @@ func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
 		"grpcAddr": ":15010", "httpAddr": ":8080", "monitoringAddr": ":15014",
 		"domain": "cluster.local", "clusterID": "Kubernetes", "namespace": "istio-system",
 		"meshConfig": "./etc/istio/config/mesh", "configDir": "", "kubeconfig": "", "debugAddr": "",
-		"configMaxFileSize": "10Mi",
+		"configMaxFileSize": "10Mi", "secureGRPCAddr": ":15012", "httpsAddr": ":15017",
 	}
 	for name, def := range want {
 		f := cmd.Flags().Lookup(name)

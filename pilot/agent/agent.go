@@ -37,6 +37,19 @@ type Options struct {
 	Log            *slog.Logger
 	// StatusAddr overrides ":StatusPort" (tests use 127.0.0.1:0).
 	StatusAddr string
+	// Envoy holds what pilot-agent proxy's flags say about Envoy.
+	Envoy EnvoySettings
+}
+
+// EnvoySettings are Istio's pilot-agent proxy flags for Envoy.
+type EnvoySettings struct {
+	// LogLevel is --proxyLogLevel (with --proxyComponentLogLevel appended):
+	// "warning,misc:error".
+	LogLevel string
+	// LogAsJSON is --log_as_json.
+	LogAsJSON bool
+	// Concurrency is --concurrency; 0 takes ProxyConfig's concurrency.
+	Concurrency int
 }
 
 // Agent is one pod's pilot-agent.
@@ -96,6 +109,7 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		a.envoy = envoy.New(envoy.Options{
 			Binary: cfg.EnvoyBinary, ConfigPath: bootstrap.EnvoyPath(cfg), AdminPort: cfg.AdminPort,
 			DrainDuration: cfg.DrainDuration, TerminationDrainDuration: cfg.TerminationDrainDuration,
+			LogLevel: opts.Envoy.LogLevel, LogAsJSON: opts.Envoy.LogAsJSON, Concurrency: envoyConcurrency(cfg, opts.Envoy),
 			Stdout: opts.Stdout, Stderr: opts.Stderr, Log: a.log.With("component", "envoy"),
 		})
 	}
@@ -253,3 +267,15 @@ func (p sdsProvider) Get(ctx context.Context, name string) (*sds.Item, error) {
 }
 
 func (p sdsProvider) Subscribe() <-chan string { return p.m.Subscribe() }
+
+// envoyConcurrency is --concurrency when set, else ProxyConfig's
+// concurrency (Istio's default 2; 0 there lets Envoy use every core).
+func envoyConcurrency(cfg *config.Config, e EnvoySettings) int {
+	if e.Concurrency > 0 {
+		return e.Concurrency
+	}
+	if c := cfg.ProxyConfig.GetConcurrency(); c != nil {
+		return int(c.GetValue())
+	}
+	return 0
+}

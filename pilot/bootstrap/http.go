@@ -15,6 +15,12 @@ func (s *Server) httpMux() *http.ServeMux {
 			http.Error(w, "initial config not loaded", http.StatusServiceUnavailable)
 			return
 		}
+		// Unlike istiod (istio/istio#61049), not ready before the webhook
+		// answers: a pod taken into the Service early fails admissions.
+		if !s.webhookServing() {
+			http.Error(w, "admission webhook not serving yet", http.StatusServiceUnavailable)
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if s.opts.DebugAddr == "" && s.opts.EnableDebugOnHTTP {

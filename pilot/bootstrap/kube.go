@@ -32,6 +32,9 @@ type kubeSources struct {
 	registry *kubereg.Controller
 	configs  *configkube.Controller
 	mesh     *configkube.MeshWatcher // nil when the mesh comes from a file
+	// injector follows the istio-sidecar-injector ConfigMap; nil when the
+	// webhooks are off (--httpsAddr empty).
+	injector *configkube.InjectorWatcher
 	store    *memory.Store
 	elector  *leaderelection.Elector
 	// secrets feed Gateway credentialNames and access decides their
@@ -112,6 +115,15 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 			return nil, err
 		}
 	}
+	if opts.HTTPSAddr != "" {
+		k.injector, err = configkube.NewInjectorWatcher(configkube.InjectorWatcherOptions{
+			Client: client, Namespace: opts.Namespace, Name: configkube.InjectorConfigMapFor(""),
+			Log: log.With("source", "injector-configmap"),
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	k.elector, err = leaderelection.New(leaderelection.Options{
 		Client: client, Namespace: opts.Namespace, Identity: electionIdentity(opts.PodName),
 		Log: log.With("component", "leader-election"),
@@ -135,6 +147,12 @@ func (k *kubeSources) start(ctx context.Context) error {
 		k.applySelectors(k.mesh.Mesh())
 	} else {
 		k.applySelectors(s.env.Mesh)
+	}
+	if k.injector != nil {
+		s.goServe("injector-watcher", func() error { <-ctx.Done(); k.injector.Wait(); return nil })
+		if err := k.injector.Start(ctx); err != nil {
+			return err
+		}
 	}
 	s.goServe("kube-registry", func() error { return k.registry.Run(ctx) })
 	s.goServe("kube-config", func() error { return k.configs.Run(ctx) })

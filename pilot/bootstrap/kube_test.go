@@ -19,7 +19,7 @@ func TestNotReadyUntilCachesSync(t *testing.T) {
 	opts := DefaultOptions()
 	opts.KubeRestConfig = &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 	opts.MeshConfigFile = ""
-	opts.GRPCAddr, opts.MonitoringAddr, opts.SecureGRPCAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	opts.GRPCAddr, opts.MonitoringAddr, opts.SecureGRPCAddr, opts.HTTPSAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	opts.HTTPAddr = testutil.FreeAddr(t)
 	opts.Log = slog.New(slog.DiscardHandler)
 	srv, err := NewServer(opts)

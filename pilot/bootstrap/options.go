@@ -50,8 +50,13 @@ type Options struct {
 	// SecureGRPCAddr (15012) serves the CA and xDS over TLS with a
 	// certificate from our own CA; empty turns the CA and the port off.
 	SecureGRPCAddr string
+	// HTTPSAddr (--httpsAddr, 15017) serves the admission webhooks
+	// (/validate, /inject) over TLS with the secure port's certificate; it
+	// needs the CA (SecureGRPCAddr). Empty turns it off.
+	HTTPSAddr string
 	// TLSSANs are DNS names or IP addresses (IP SANs) added to the secure
-	// port's certificate, after istiod.NAMESPACE.svc and meshpilot.NAMESPACE.svc.
+	// port's and the webhook's certificate, after istiod.NAMESPACE.svc and
+	// meshpilot.NAMESPACE.svc.
 	TLSSANs []string
 	// CA configures the certificate authority behind SecureGRPCAddr.
 	CA CAOptions
@@ -90,6 +95,7 @@ func DefaultOptions() Options {
 		MonitoringAddr:    ":15014",
 		EnableDebugOnHTTP: true,
 		SecureGRPCAddr:    ":15012",
+		HTTPSAddr:         ":15017",
 		CA:                DefaultCAOptions(),
 		Domain:            "cluster.local",
 		ClusterID:         "Kubernetes",
@@ -132,6 +138,9 @@ func (o *Options) validate() error {
 	}
 	if o.Domain == "" {
 		return fmt.Errorf("--domain must not be empty")
+	}
+	if o.HTTPSAddr != "" && o.SecureGRPCAddr == "" {
+		return fmt.Errorf("--httpsAddr %s needs the CA for its certificate, which an empty --secureGRPCAddr turns off: set --httpsAddr= too, or give --secureGRPCAddr", o.HTTPSAddr)
 	}
 	if o.SecureGRPCAddr != "" {
 		return o.CA.validate()

@@ -31,6 +31,8 @@ type secureServing struct {
 	xdsAuth   *caserver.XDSAuth
 	grpc      *grpc.Server
 	lis       net.Listener
+	// serving is the control plane's own certificate, on this port and the webhook's.
+	serving *caserver.ServingCert
 }
 
 // trustDomain is the mesh's current trust domain.
@@ -169,6 +171,7 @@ func (s *Server) startSecure(ctx context.Context, lis net.Listener) error {
 	if err != nil {
 		return err
 	}
+	sec.serving = serving
 	grpcOpts := append(s.grpcServerOptions(),
 		grpc.Creds(caserver.Credentials(serving.TLSConfig(), sec.metrics, s.log.With("component", "secure-port"))))
 	if sec.xdsAuth != nil {

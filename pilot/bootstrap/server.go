@@ -19,6 +19,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 	"github.com/meshpilot/meshpilot/pilot/config/secrets"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/serviceregistry/aggregate"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
@@ -39,9 +40,10 @@ type Server struct {
 	kubeReg   *kube.Registry
 	seReg     *serviceentry.Registry
 	discovery *xds.DiscoveryServer
-	loader    *file.Loader   // nil without --configDir
-	kube      *kubeSources   // nil without a cluster
-	secure    *secureServing // nil when --secureGRPCAddr is empty
+	loader    *file.Loader    // nil without --configDir
+	kube      *kubeSources    // nil without a cluster
+	secure    *secureServing  // nil when --secureGRPCAddr is empty
+	webhook   *webhookServing // nil when --httpsAddr is empty
 	// secrets are the gateway credentials (nil with credentials off);
 	// warnedSecretsOff says the config directory's Secrets ignored with
 	// credentials off were logged.
@@ -117,14 +119,20 @@ func NewServer(opts Options) (*Server, error) {
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
 		kube: sources.kube, secrets: sources.secrets,
 	}
+	// One validator for the file source and the webhook: one verdict.
+	validator := validation.New(validation.Options{})
 	if opts.ConfigDir != "" {
-		s.loader = file.NewLoaderWithOptions(opts.ConfigDir, log.With("source", "file"), file.Options{MaxFileSize: opts.ConfigMaxFileSize})
+		s.loader = file.NewLoaderWithOptions(opts.ConfigDir, log.With("source", "file"),
+			file.Options{MaxFileSize: opts.ConfigMaxFileSize, Validator: validator})
 	}
 	if s.kube != nil {
 		s.kube.bind(s)
 	}
 	if opts.SecureGRPCAddr != "" {
 		s.secure = s.newSecureServing()
+	}
+	if opts.HTTPSAddr != "" {
+		s.webhook = s.newWebhookServing(validator)
 	}
 	return s, nil
 }
@@ -159,9 +167,14 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	var secureLis net.Listener
+	var secureLis, webhookLis net.Listener
 	if s.secure != nil {
 		if secureLis, err = listen(s.opts.SecureGRPCAddr, "secure xDS and CA (--secureGRPCAddr)"); err != nil {
+			return err
+		}
+	}
+	if s.webhook != nil {
+		if webhookLis, err = listen(s.opts.HTTPSAddr, "admission webhooks (--httpsAddr)"); err != nil {
 			return err
 		}
 	}
@@ -188,14 +201,28 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if s.secure != nil {
 		if err := s.startSecure(ctx, secureLis); err != nil {
 			secureLis.Close()
+			if webhookLis != nil {
+				webhookLis.Close()
+			}
 			s.stop(servers)
 			return err
 		}
+	}
+	if s.webhook != nil {
+		s.startWebhook(ctx, webhookLis, s.secure.serving)
 	}
 
 	if err := s.startSources(ctx); err != nil {
 		s.stop(servers)
 		return err
+	}
+	if s.webhook != nil {
+		// Ready means the webhook answers too (/ready checks it): return
+		// once its handshake with itself succeeded.
+		if err := s.webhook.server.WaitServing(ctx); err != nil {
+			s.stop(servers)
+			return err
+		}
 	}
 	s.wg.Add(1)
 	go func() {

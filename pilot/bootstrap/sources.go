@@ -99,7 +99,7 @@ func (s *Server) startSources(ctx context.Context) error {
 	}
 	s.discovery.MarkReady()
 	attrs := []any{"services", len(s.env.ServiceDiscovery.Services()), "grpcAddr", s.GRPCListenAddr(),
-		"secureGRPCAddr", s.SecureGRPCListenAddr(), "httpAddr", s.HTTPListenAddr(), "monitoringAddr", s.MonitoringListenAddr()}
+		"secureGRPCAddr", s.SecureGRPCListenAddr(), "httpsAddr", s.HTTPSListenAddr(), "httpAddr", s.HTTPListenAddr(), "monitoringAddr", s.MonitoringListenAddr()}
 	if snap != nil {
 		attrs = append(attrs, "configs", len(snap.Configs), "configErrors", len(snap.Errors))
 	}

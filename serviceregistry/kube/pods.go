@@ -45,6 +45,22 @@ func (c *Controller) SelectPods(ns string, selector map[string]string) []*corev1
 	return pods
 }
 
+// AnyPodSelected reports whether a pod of a watched namespace (as
+// discoverySelectors decide) carries every label of selector.
+func (c *Controller) AnyPodSelected(selector map[string]string) bool {
+	pods, err := c.pods.List(labels.SelectorFromSet(selector))
+	if err != nil {
+		c.opts.Log.Warn("pod lookup failed", "error", err)
+		return false
+	}
+	for _, p := range pods {
+		if c.opts.Filter.Selected(p.Namespace) {
+			return true
+		}
+	}
+	return false
+}
+
 // PodLocality returns the locality of pod: its istio-locality label, else
 // the topology labels of its node in the informers' cache.
 func (c *Controller) PodLocality(pod *corev1.Pod) string {

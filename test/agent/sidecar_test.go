@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,7 +198,11 @@ func TestSidecarThroughAgent(t *testing.T) {
 	vars, _, status := sidecarEnv(t, srv.SecureGRPCListenAddr(), build(t, "pilot/agent/envoy/fakeenvoy"), map[string]string{
 		"SECRET_TTL": "6s", envoytest.EnvRecord: record,
 	})
-	agent := startAgent(t, dir, vars)
+	// The arguments Istio's injection template gives the agent, plus a flag
+	// from some later Istio release, which Istio's agent ignores too.
+	agent := startAgent(t, dir, vars, "sidecar", "--domain", vars["POD_NAMESPACE"]+".svc.cluster.local",
+		"--proxyLogLevel=warning", "--proxyComponentLogLevel=misc:error", "--log_output_level=default:info",
+		"--concurrency", "3", "--flag-from-a-later-istio=1")
 
 	client, _ := envoyClient(t, dir)
 	validateBootstrap(t, filepath.Join(dir, envoyBoot))
@@ -245,6 +250,15 @@ func TestSidecarThroughAgent(t *testing.T) {
 	records, err := envoytest.ReadRecords(record)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(records) == 0 || records[0].Kind != envoytest.KindArgs {
+		t.Fatalf("the stand-in Envoy recorded no command line: %+v", records)
+	}
+	args := strings.Join(records[0].Args, " ")
+	for _, want := range []string{"-l warning", "--component-log-level misc:error", "--concurrency 3"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("Envoy command line %q lacks %q (from pilot-agent proxy's flags)", args, want)
+		}
 	}
 	drain, signal := -1, -1
 	for i, r := range records {

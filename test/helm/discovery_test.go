@@ -129,6 +129,7 @@ func runDiscoveryAsServiceAccount(t *testing.T, env *kubetest.Env, syncOnly bool
 		"--debugAddr", debugAddr,
 		"--monitoringAddr", "127.0.0.1:0",
 		"--secureGRPCAddr", secureAddr,
+		"--httpsAddr", "127.0.0.1:0",
 		"--log_output_level", "default:debug",
 	)
 	cmd := exec.Command(bin, args...)

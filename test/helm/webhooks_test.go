@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
-	"github.com/meshpilot/meshpilot/pilot/webhook/inject"
+	webhook "github.com/meshpilot/meshpilot/pilot/webhook/server"
 )
 
 // The chart's webhook configurations against a default Istio install's
@@ -132,7 +132,7 @@ func TestWebhookPathCarriesClusterAndNetwork(t *testing.T) {
 			t.Fatalf("webhook %s path %v, want /inject/cluster/east/net/net1", w.Name, path)
 		}
 		want := map[string]string{"ISTIO_META_CLUSTER_ID": "east", "ISTIO_META_NETWORK": "net1"}
-		if diff := cmp.Diff(want, inject.ProxyEnvsFromPath(*path)); diff != "" {
+		if diff := cmp.Diff(want, webhook.ParseInjectPath(*path).Env); diff != "" {
 			t.Errorf("proxy envs of %s (-want +got):\n%s", *path, diff)
 		}
 	}

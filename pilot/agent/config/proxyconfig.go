@@ -3,12 +3,12 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
+
+	"github.com/meshpilot/meshpilot/model"
 	"sigs.k8s.io/yaml"
 )
 
@@ -16,22 +16,12 @@ import (
 const DefaultDiscoveryAddress = "istiod.istio-system.svc:15012"
 
 // DefaultProxyConfig returns Istio's ProxyConfig defaults for one proxy
-// (pkg/config/mesh DefaultProxyConfig, without the Zipkin tracer we do not
-// render).
+// (model.DefaultProxyConfig) without the Zipkin tracer, which the agent's
+// bootstrap does not render.
 func DefaultProxyConfig() *meshconfig.ProxyConfig {
-	return &meshconfig.ProxyConfig{
-		ConfigPath:               "./etc/istio/proxy",
-		ClusterName:              &meshconfig.ProxyConfig_ServiceCluster{ServiceCluster: "istio-proxy"},
-		DrainDuration:            durationpb.New(45 * time.Second),
-		TerminationDrainDuration: durationpb.New(5 * time.Second),
-		ProxyAdminPort:           15000,
-		Concurrency:              wrapperspb.Int32(2),
-		ControlPlaneAuthPolicy:   meshconfig.AuthenticationPolicy_MUTUAL_TLS,
-		DiscoveryAddress:         DefaultDiscoveryAddress,
-		BinaryPath:               "/usr/local/bin/envoy",
-		StatNameLength:           189,
-		StatusPort:               15020,
-	}
+	p := model.DefaultProxyConfig()
+	p.Tracing = nil
+	return p
 }
 
 // ParseProxyConfig applies s (ProxyConfig as YAML or JSON, field names in

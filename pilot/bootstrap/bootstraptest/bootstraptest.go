@@ -35,7 +35,7 @@ func Options(t testing.TB) bootstrap.Options {
 	opts := bootstrap.DefaultOptions()
 	opts.MeshConfigFile = ""
 	opts.GRPCAddr, opts.HTTPAddr, opts.MonitoringAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	opts.SecureGRPCAddr = "127.0.0.1:0"
+	opts.SecureGRPCAddr, opts.HTTPSAddr = "127.0.0.1:0", "127.0.0.1:0"
 	opts.DebounceAfter, opts.DebounceMax = 10*time.Millisecond, time.Second
 	opts.Log = Logger(t, slog.LevelWarn, nil)
 	return opts

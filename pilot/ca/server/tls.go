@@ -27,6 +27,7 @@ type ServingCert struct {
 	names     []string
 	ttl       time.Duration
 	log       *slog.Logger
+	now       func() time.Time // time.Now; tests move it
 
 	mu     sync.Mutex
 	cert   *tls.Certificate
@@ -41,7 +42,7 @@ func NewServingCert(a *ca.Authority, names []string, ttl time.Duration, log *slo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &ServingCert{authority: a, names: names, ttl: ttl, log: log}
+	c := &ServingCert{authority: a, names: names, ttl: ttl, log: log, now: time.Now}
 	if _, _, err := c.current(); err != nil {
 		return nil, err
 	}
@@ -54,12 +55,13 @@ func (c *ServingCert) current() (*tls.Certificate, *x509.CertPool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.authority.Bundle()
-	if c.cert != nil && b == c.bundle && time.Now().Before(c.renew) {
+	now := c.now()
+	if c.cert != nil && b == c.bundle && now.Before(c.renew) {
 		return c.cert, c.pool, nil
 	}
 	cert, err := c.authority.IssueServing(c.names, c.ttl)
 	if err != nil {
-		if c.cert != nil && time.Now().Before(c.cert.Leaf.NotAfter) {
+		if c.cert != nil && now.Before(c.cert.Leaf.NotAfter) {
 			// Keep serving the still-valid certificate; retry next handshake.
 			c.log.Error("reissuing the secure port's certificate failed; keeping the current one", "error", err)
 			return c.cert, c.pool, nil
@@ -71,6 +73,14 @@ func (c *ServingCert) current() (*tls.Certificate, *x509.CertPool, error) {
 	c.renew = cert.Leaf.NotBefore.Add(life / 2)
 	c.log.Info("secure port certificate issued", "dns_names", c.names, "not_after", cert.Leaf.NotAfter)
 	return c.cert, c.pool, nil
+}
+
+// GetCertificate is tls.Config.GetCertificate: the certificate in force,
+// reissued first when due. The admission webhook port serves it with its
+// own configuration (HTTP/1.1 and HTTP/2, no client certificates).
+func (c *ServingCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	cert, _, err := c.current()
+	return cert, err
 }
 
 // TLSConfig is the secure port's server configuration: our certificate,

@@ -9,12 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	meshconfig "istio.io/api/mesh/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,9 +54,8 @@ type MeshWatcherOptions struct {
 // namespace. A missing ConfigMap or key means the defaults; invalid YAML is
 // logged and the last good config kept.
 type MeshWatcher struct {
-	opts    MeshWatcherOptions
-	factory informers.SharedInformerFactory
-	inf     cache.SharedIndexInformer
+	opts  MeshWatcherOptions
+	watch *configMapWatch
 
 	// reloadMu makes each reload read and publish atomically.
 	reloadMu sync.Mutex
@@ -81,18 +75,9 @@ func NewMeshWatcher(opts MeshWatcherOptions) (*MeshWatcher, error) {
 	if opts.OnChange == nil {
 		opts.OnChange = func(*meshconfig.MeshConfig) {}
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0,
-		informers.WithNamespace(opts.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", MeshConfigMapName).String()
-		}))
-	w := &MeshWatcher{opts: opts, factory: f, inf: f.Core().V1().ConfigMaps().Informer(), mesh: opts.Defaults()}
-	update := func(any) { w.reload() }
-	if _, err := w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    update,
-		UpdateFunc: func(_, o any) { w.reload() },
-		DeleteFunc: update,
-	}); err != nil {
+	w := &MeshWatcher{opts: opts, mesh: opts.Defaults()}
+	var err error
+	if w.watch, err = newConfigMapWatch(opts.Client, opts.Namespace, MeshConfigMapName, w.reload); err != nil {
 		return nil, fmt.Errorf("mesh watcher: %w", err)
 	}
 	return w, nil
@@ -101,22 +86,21 @@ func NewMeshWatcher(opts MeshWatcherOptions) (*MeshWatcher, error) {
 // Start starts the informer and waits until the ConfigMap (or its
 // absence) is known. The informer stops when ctx is done; call Wait after.
 func (w *MeshWatcher) Start(ctx context.Context) error {
-	w.factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), w.inf.HasSynced) {
-		return fmt.Errorf("mesh watcher: ConfigMap %s/%s not synced: %w", w.opts.Namespace, MeshConfigMapName, context.Cause(ctx))
+	if err := w.watch.start(ctx); err != nil {
+		return fmt.Errorf("mesh watcher: %w", err)
 	}
 	w.reload()
 	w.mu.Lock()
 	w.ready = true
 	w.mu.Unlock()
-	_, found, _ := w.inf.GetStore().GetByKey(w.opts.Namespace + "/" + MeshConfigMapName)
+	_, found := w.watch.get()
 	w.opts.Log.Info("watching the mesh ConfigMap", "configmap", w.opts.Namespace+"/"+MeshConfigMapName,
 		"key", MeshConfigMapKey, "found", found)
 	return nil
 }
 
 // Wait blocks until the informer stopped (after the Start context ended).
-func (w *MeshWatcher) Wait() { w.factory.Shutdown() }
+func (w *MeshWatcher) Wait() { w.watch.wait() }
 
 // Mesh returns the current mesh config (immutable).
 func (w *MeshWatcher) Mesh() *meshconfig.MeshConfig {
@@ -128,11 +112,10 @@ func (w *MeshWatcher) Mesh() *meshconfig.MeshConfig {
 func (w *MeshWatcher) reload() {
 	w.reloadMu.Lock()
 	defer w.reloadMu.Unlock()
-	raw, found := "", false
-	if obj, ok, _ := w.inf.GetStore().GetByKey(w.opts.Namespace + "/" + MeshConfigMapName); ok {
-		if cm, isCM := obj.(*corev1.ConfigMap); isCM {
-			raw, found = cm.Data[MeshConfigMapKey], true
-		}
+	raw := ""
+	cm, found := w.watch.get()
+	if found {
+		raw = cm.Data[MeshConfigMapKey]
 	}
 	mesh, err := ParseMeshConfig(raw, w.opts.Defaults())
 	where := w.opts.Namespace + "/" + MeshConfigMapName

@@ -63,6 +63,27 @@ func NewSpec(group, kind string) (proto.Message, bool) {
 // taken to be in "default". It fails when the object is not of an Istio
 // kind the chart defines.
 func (v *Validator) Validate(ctx context.Context, j []byte) ([]FieldError, error) {
+	c, err := v.Check(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	return c.Errors, nil
+}
+
+// Checked is the outcome of Check: the object's kind and metadata, its
+// decoded spec when the CRD's rules passed, and every reason it is refused.
+type Checked struct {
+	GVK  GVK
+	Meta Meta
+	// Spec is the decoded istio.io/api message; nil when the CRD's rules
+	// or decoding failed (then Errors says why).
+	Spec   proto.Message
+	Errors []FieldError
+}
+
+// Check is Validate, also returning what it decoded, for callers that look
+// further at a valid object (the admission webhook's cross-object warnings).
+func (v *Validator) Check(ctx context.Context, j []byte) (*Checked, error) {
 	var obj map[string]any
 	if err := utiljson.Unmarshal(j, &obj); err != nil {
 		return nil, fmt.Errorf("decode JSON: %w", err)
@@ -82,9 +103,20 @@ func (v *Validator) Validate(ctx context.Context, j []byte) ([]FieldError, error
 	if ns, _ := meta["namespace"].(string); ns == "" {
 		meta["namespace"] = "default"
 	}
-	errs, err := v.Object(ctx, GVK{Group: group, Version: version, Kind: kind}, obj)
-	if err != nil || len(errs) > 0 {
-		return errs, err
+	c := &Checked{GVK: GVK{Group: group, Version: version, Kind: kind}, Meta: Meta{Namespace: meta["namespace"].(string)}}
+	c.Meta.Name, _ = meta["name"].(string)
+	if ann, ok := meta["annotations"].(map[string]any); ok {
+		c.Meta.Annotations = map[string]string{}
+		for k, a := range ann {
+			c.Meta.Annotations[k], _ = a.(string)
+		}
+	}
+	errs, err := v.Object(ctx, c.GVK, obj)
+	if err != nil {
+		return nil, err
+	}
+	if c.Errors = errs; len(errs) > 0 {
+		return c, nil
 	}
 	data, err := json.Marshal(obj["spec"])
 	if err != nil {
@@ -95,18 +127,15 @@ func (v *Validator) Validate(ctx context.Context, j []byte) ([]FieldError, error
 	}
 	// Istio reads Go's duration syntax too ("1h30m", "500ms").
 	if data, err = NormalizeDurations(data, spec.ProtoReflect().Descriptor()); err != nil {
-		return []FieldError{{Field: "spec", Message: err.Error()}}, nil
+		c.Errors = []FieldError{{Field: "spec", Message: err.Error()}}
+		return c, nil
 	}
 	if err := protojson.Unmarshal(data, spec); err != nil {
-		return []FieldError{{Field: "spec", Message: err.Error()}}, nil
+		c.Errors = []FieldError{{Field: "spec", Message: err.Error()}}
+		return c, nil
 	}
-	m := Meta{Namespace: meta["namespace"].(string)}
-	m.Name, _ = meta["name"].(string)
-	if ann, ok := meta["annotations"].(map[string]any); ok {
-		m.Annotations = map[string]string{}
-		for k, a := range ann {
-			m.Annotations[k], _ = a.(string)
-		}
+	if c.Errors = v.Spec(c.Meta, spec); len(c.Errors) == 0 {
+		c.Spec = spec
 	}
-	return v.Spec(m, spec), nil
+	return c, nil
 }

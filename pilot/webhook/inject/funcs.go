@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -295,14 +294,4 @@ func omitNil(v any) any {
 // the engine does not model yet.
 func otelResourceAttributes(_ *meshconfig.MeshConfig, _, _ map[string]string, _ string, _ []corev1.Container) string {
 	return ""
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -81,7 +83,7 @@ type Options struct {
 	// Namespace is the pod's namespace object, if known: its labels feed
 	// the selection in Admit, its OpenShift annotations the proxy UID/GID.
 	Namespace *corev1.Namespace
-	// ProxyEnvs are proxy env vars from the webhook path (ProxyEnvsFromPath):
+	// ProxyEnvs are proxy env vars from the webhook path (server.ParseInjectPath):
 	// ISTIO_META_CLUSTER_ID and ISTIO_META_NETWORK win over the values.
 	ProxyEnvs map[string]string
 }
@@ -205,7 +207,7 @@ func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod,
 		t, ok := i.config.Templates[name]
 		if !ok {
 			return nil, nil, fmt.Errorf("annotation %s: template %q not found; have %s",
-				templatesAnnotation, name, strings.Join(sortedKeys(i.config.Templates), ", "))
+				templatesAnnotation, name, strings.Join(slices.Sorted(maps.Keys(i.config.Templates)), ", "))
 		}
 		var buf bytes.Buffer
 		if err := t.Execute(&buf, data); err != nil {

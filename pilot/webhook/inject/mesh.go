@@ -2,39 +2,21 @@ package inject
 
 import (
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshconfig "istio.io/api/mesh/v1alpha1"
+
+	"github.com/meshpilot/meshpilot/model"
 	"sigs.k8s.io/yaml"
 )
 
 // proxyConfigAnnotation overrides the mesh's defaultConfig for one pod.
 const proxyConfigAnnotation = "proxy.istio.io/config"
 
-// DefaultProxyConfig is Istio's built-in ProxyConfig, the base the mesh
-// ConfigMap's defaultConfig is merged over.
-func DefaultProxyConfig() *meshconfig.ProxyConfig {
-	return &meshconfig.ProxyConfig{
-		ConfigPath:               "./etc/istio/proxy",
-		BinaryPath:               "/usr/local/bin/envoy",
-		ClusterName:              &meshconfig.ProxyConfig_ServiceCluster{ServiceCluster: "istio-proxy"},
-		DrainDuration:            durationpb.New(45 * time.Second),
-		TerminationDrainDuration: durationpb.New(5 * time.Second),
-		ProxyAdminPort:           15000,
-		Concurrency:              wrapperspb.Int32(2),
-		ControlPlaneAuthPolicy:   meshconfig.AuthenticationPolicy_MUTUAL_TLS,
-		DiscoveryAddress:         "istiod.istio-system.svc:15012",
-		Tracing: &meshconfig.Tracing{Tracer: &meshconfig.Tracing_Zipkin_{
-			Zipkin: &meshconfig.Tracing_Zipkin{Address: "zipkin.istio-system:9411"},
-		}},
-		StatNameLength: 189,
-		StatusPort:     15020,
-	}
-}
+// DefaultProxyConfig is Istio's built-in ProxyConfig (model's), the base
+// the mesh ConfigMap's defaultConfig is merged over.
+func DefaultProxyConfig() *meshconfig.ProxyConfig { return model.DefaultProxyConfig() }
 
 // ParseMesh reads the `mesh` key of Istio's `istio` ConfigMap over Istio's
 // defaults for the fields injection reads: top-level fields replace the

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -61,12 +63,12 @@ func diff(a, b any, path string, ops *[]operation) error {
 		if !ok {
 			return replaceOp(b, path, ops)
 		}
-		for _, k := range sortedKeys(av) {
+		for _, k := range slices.Sorted(maps.Keys(av)) {
 			if _, ok := bv[k]; !ok {
 				*ops = append(*ops, operation{Op: "remove", Path: path + "/" + escapePointer(k)})
 			}
 		}
-		for _, k := range sortedKeys(bv) {
+		for _, k := range slices.Sorted(maps.Keys(bv)) {
 			p := path + "/" + escapePointer(k)
 			old, ok := av[k]
 			if !ok {

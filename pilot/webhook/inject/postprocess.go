@@ -3,6 +3,8 @@ package inject
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -195,7 +197,7 @@ func (i *Injector) postProcess(pod, templatePod *corev1.Pod, req *request) error
 				env = append(env, e)
 			}
 		}
-		for _, k := range sortedKeys(req.proxyEnvs) {
+		for _, k := range slices.Sorted(maps.Keys(req.proxyEnvs)) {
 			env = append(env, corev1.EnvVar{Name: k, Value: req.proxyEnvs[k]})
 		}
 		sc.Env = env

@@ -1,0 +1,6 @@
+//go:build linux && amd64
+
+package iptables
+
+// sysSetns is setns(2); package syscall does not name it.
+const sysSetns = 308

@@ -1,0 +1,4 @@
+package iptables_test
+
+// sysSetns is setns(2) on linux/amd64 (package syscall does not name it).
+const sysSetns = 308

@@ -1,0 +1,226 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
+)
+
+// istioInjectorConfigMap is the istio-sidecar-injector ConfigMap of a
+// default Istio install (shared/testdata/istio-inject/configmaps.yaml):
+// an existing cluster's ConfigMap, used unchanged.
+func istioInjectorConfigMap(t *testing.T, namespace string) *corev1.ConfigMap {
+	t.Helper()
+	raw, err := os.ReadFile(fixtures.Shared(t, "istio-inject/configmaps.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		cm := &corev1.ConfigMap{}
+		if err := yaml.Unmarshal([]byte(doc), cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.Kind == "ConfigMap" && cm.Name == "istio-sidecar-injector" {
+			cm.Namespace, cm.ResourceVersion, cm.UID = namespace, "", ""
+			return cm
+		}
+	}
+	t.Fatal("configmaps.yaml has no istio-sidecar-injector ConfigMap")
+	return nil
+}
+
+// chartMutatingWebhook renders the chart's MutatingWebhookConfiguration with
+// the real helm, then points every webhook by URL at addr (keeping the
+// chart's path) and trusts caBundle, as the leader's patcher would for the
+// Service. It is created as name and deleted when the test ends.
+func chartMutatingWebhook(t *testing.T, name, addr string, caBundle []byte) {
+	t.Helper()
+	chart := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot")
+	out, err := exec.Command(kubetest.Helm(t), "template", "meshpilot", chart, "-n", "istio-system", "--kube-version", kubetest.KubeVersion,
+		"--show-only", "templates/mutatingwebhook.yaml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := yaml.UnmarshalStrict(out, mwc); err != nil {
+		t.Fatalf("chart's MutatingWebhookConfiguration: %v\n%s", err, out)
+	}
+	if len(mwc.Webhooks) == 0 {
+		t.Fatalf("chart's MutatingWebhookConfiguration has no webhooks:\n%s", out)
+	}
+	mwc.Name = name
+	for i := range mwc.Webhooks {
+		cc := &mwc.Webhooks[i].ClientConfig
+		path := "/inject"
+		if cc.Service != nil && cc.Service.Path != nil {
+			path = *cc.Service.Path
+		}
+		url := "https://" + addr + path
+		cc.Service, cc.URL, cc.CABundle = nil, &url, caBundle
+	}
+	hooks := env.Clientset().AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if _, err := hooks.Create(t.Context(), mwc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create MutatingWebhookConfiguration: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := hooks.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete MutatingWebhookConfiguration %s: %v", name, err)
+		}
+	})
+}
+
+// namespace creates a namespace with labels and its default ServiceAccount
+// (no controller manager runs here to make it).
+func namespace(t *testing.T, cs kubernetes.Interface, name string, labels map[string]string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: name}}
+	if _, err := cs.CoreV1().ServiceAccounts(name).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create ServiceAccount %s/default: %v", name, err)
+	}
+}
+
+func appPod(name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		// kubetest runs without the ServiceAccount admission plugin, which
+		// would default this; the injected istio-token volume requires it.
+		Spec: corev1.PodSpec{ServiceAccountName: "default", Containers: []corev1.Container{{
+			Name: "app", Image: "docker.io/istio/examples-bookinfo-details-v1:1.20.2",
+			Ports: []corev1.ContainerPort{{ContainerPort: 9080}},
+		}}},
+	}
+}
+
+// containerNames lists the stored pod's init containers and containers.
+func containerNames(p *corev1.Pod) (init, main []string) {
+	for _, c := range p.Spec.InitContainers {
+		init = append(init, c.Name)
+	}
+	for _, c := range p.Spec.Containers {
+		main = append(main, c.Name)
+	}
+	return init, main
+}
+
+func injected(p *corev1.Pod) bool {
+	init, main := containerNames(p)
+	all := strings.Join(append(init, main...), ",")
+	return strings.Contains(all, "istio-init") && strings.Contains(all, "istio-proxy") &&
+		p.Annotations["sidecar.istio.io/status"] != ""
+}
+
+// TestInjectionThroughAPIServer: with Istio's own istio-sidecar-injector
+// ConfigMap and the chart's MutatingWebhookConfiguration as helm renders
+// it, pods created with client-go are stored injected exactly where Istio
+// injects them; with the webhook down, failurePolicy Fail refuses them.
+func TestInjectionThroughAPIServer(t *testing.T) {
+	cs := env.Clientset()
+	const cpNS = "istio-system"
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cpNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cm := istioInjectorConfigMap(t, cpNS)
+	if _, err := cs.CoreV1().ConfigMaps(cpNS).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ConfigMap istio-sidecar-injector: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().ConfigMaps(cpNS).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+	srv, stop := setup(t)
+	chartMutatingWebhook(t, "inject-e2e", srv.HTTPSListenAddr(), srv.Authority().Bundle().RootPEM)
+
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000)
+	on, rev, off := "inject-on-"+suffix, "inject-rev-"+suffix, "inject-off-"+suffix
+	namespace(t, cs, on, map[string]string{"istio-injection": "enabled"})
+	namespace(t, cs, rev, map[string]string{"istio.io/rev": "default"})
+	namespace(t, cs, off, nil)
+
+	// The configuration takes effect once the API server's informer sees it:
+	// create until the stored pod is injected.
+	var pod *corev1.Pod
+	attempt := 0
+	testutil.EventuallyNoError(t, 30*time.Second, "a pod in an istio-injection=enabled namespace injected", func() error {
+		attempt++
+		created, err := cs.CoreV1().Pods(on).Create(t.Context(), appPod(fmt.Sprintf("details-%d", attempt), nil), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if !injected(created) {
+			init, main := containerNames(created)
+			return fmt.Errorf("pod %s stored with init containers %v, containers %v", created.Name, init, main)
+		}
+		pod = created
+		return nil
+	})
+	init, main := containerNames(pod)
+	t.Logf("injected: init containers %v, containers %v", init, main)
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if c.Name == "istio-proxy" && !strings.Contains(c.Image, "proxyv2") {
+			t.Errorf("istio-proxy image %q, want Istio's proxyv2 (from the ConfigMap's values)", c.Image)
+		}
+	}
+
+	cases := []struct {
+		name, ns string
+		labels   map[string]string
+		want     bool
+	}{
+		{"unlabelled-namespace", off, nil, false},
+		{"inject-false", on, map[string]string{"sidecar.istio.io/inject": "false"}, false},
+		{"rev-label-namespace", rev, nil, true},
+		{"inject-true-pod-label", off, map[string]string{"sidecar.istio.io/inject": "true"}, true},
+	}
+	for _, tc := range cases {
+		p, err := cs.CoreV1().Pods(tc.ns).Create(t.Context(), appPod(tc.name, tc.labels), metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("%s: create: %v", tc.name, err)
+			continue
+		}
+		if got := injected(p); got != tc.want {
+			init, main := containerNames(p)
+			t.Errorf("%s: injected = %v, want %v (init containers %v, containers %v)", tc.name, got, tc.want, init, main)
+		}
+		if !tc.want && (len(p.Spec.Containers) != 1 || len(p.Spec.InitContainers) != 0 || len(p.Annotations) != 0) {
+			t.Errorf("%s: pod changed: containers %d, init containers %d, annotations %v", tc.name,
+				len(p.Spec.Containers), len(p.Spec.InitContainers), p.Annotations)
+		}
+	}
+	if v := bootstraptest.MetricValue(t, srv, "sidecar_injection_success_total"); v < 3 {
+		t.Errorf("sidecar_injection_success_total = %v, want at least 3", v)
+	}
+
+	// Webhook down: the chart's failurePolicy Fail refuses the pod, naming the webhook.
+	stop()
+	_, err := cs.CoreV1().Pods(on).Create(t.Context(), appPod("while-down", nil), metav1.CreateOptions{})
+	if err == nil {
+		t.Fatal("pod created with the injection webhook down and failurePolicy Fail")
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !strings.Contains(err.Error(), `failed calling webhook "namespace.sidecar-injector.istio.io"`) {
+		t.Fatalf("with the webhook down: %v; want a refusal naming the webhook", err)
+	}
+	t.Logf("with the webhook down: %v", err)
+}
