@@ -2,6 +2,7 @@ package helm
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,13 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/kubetest"
 	webhook "github.com/meshpilot/meshpilot/pilot/webhook/server"
 )
 
 // The chart's webhook configurations against a default Istio install's
 // (shared testdata istio-inject/webhook-configurations.yaml). Compared
-// semantically: every field of every webhook, caBundle aside (the leader
-// patches it). Metadata other than the name differs deliberately (the
+// semantically: every field of every webhook, caBundle aside (the chart
+// renders it empty, checked separately; the leader patches it). Metadata other than the name differs deliberately (the
 // chart's own labels); the service namespace is the release's, which the
 // tests install as Istio does, into istio-system.
 
@@ -68,6 +70,16 @@ func TestWebhookConfigurationsMatchIstio(t *testing.T) {
 	}
 	if diff := cmp.Diff(validatingWebhooks(istioVWC), validatingWebhooks(vwc)); diff != "" {
 		t.Errorf("validation webhooks (-istio +chart):\n%s", diff)
+	}
+	for _, w := range mwc.Webhooks {
+		if len(w.ClientConfig.CABundle) != 0 {
+			t.Errorf("injection webhook %s: caBundle rendered, want empty (the leader patches it)", w.Name)
+		}
+	}
+	for _, w := range vwc.Webhooks {
+		if len(w.ClientConfig.CABundle) != 0 {
+			t.Errorf("validation webhook %s: caBundle rendered, want empty (the leader patches it)", w.Name)
+		}
 	}
 	for _, o := range []interface{ GetLabels() map[string]string }{mwc, vwc} {
 		if o.GetLabels()["istio.io/rev"] != "default" {
@@ -135,5 +147,35 @@ func TestWebhookPathCarriesClusterAndNetwork(t *testing.T) {
 		if diff := cmp.Diff(want, webhook.ParseInjectPath(*path).Env); diff != "" {
 			t.Errorf("proxy envs of %s (-want +got):\n%s", *path, diff)
 		}
+	}
+}
+
+// TestWebhookValues: webhooks.injection.enabled=false drops the injection
+// webhooks (not the injector ConfigMap), webhooks.validation.failurePolicy
+// sets validation's initial policy, and anything but Ignore or Fail is
+// refused at render time.
+func TestWebhookValues(t *testing.T) {
+	for _, sets := range [][]string{{"webhooks.injection.enabled=false"}, {"webhooks.injection.enabled=false", "revision=canary"}} {
+		objs := render(t, sets...)
+		if n := len(all[*admissionv1.MutatingWebhookConfiguration](objs)); n != 0 {
+			t.Errorf("%v: %d MutatingWebhookConfigurations, want none", sets, n)
+		}
+		only[*admissionv1.ValidatingWebhookConfiguration](t, objs)
+		if len(all[*corev1.ConfigMap](objs)) != 2 {
+			t.Errorf("%v: want the mesh and injector ConfigMaps", sets)
+		}
+	}
+	for _, policy := range []admissionv1.FailurePolicyType{admissionv1.Fail, admissionv1.Ignore} {
+		vwc := only[*admissionv1.ValidatingWebhookConfiguration](t, render(t, "webhooks.validation.failurePolicy="+string(policy)))
+		for _, w := range vwc.Webhooks {
+			if w.FailurePolicy == nil || *w.FailurePolicy != policy {
+				t.Errorf("failurePolicy=%s: webhook %s has %v", policy, w.Name, w.FailurePolicy)
+			}
+		}
+	}
+	_, err := tryHelm(t, "template", releaseName, chartDir(t), "--namespace", releaseNS, "--kube-version", kubetest.KubeVersion,
+		"--set", "webhooks.validation.failurePolicy=Sometimes")
+	if err == nil || !strings.Contains(err.Error(), "must be Ignore or Fail") {
+		t.Errorf("webhooks.validation.failurePolicy=Sometimes: err %v, want the chart's refusal", err)
 	}
 }
