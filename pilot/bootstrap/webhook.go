@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 
@@ -11,8 +12,9 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	caserver "github.com/meshpilot/meshpilot/pilot/ca/server"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
-	"github.com/meshpilot/meshpilot/pilot/webhook/cabundle"
+	"github.com/meshpilot/meshpilot/pilot/leaderelection"
 	"github.com/meshpilot/meshpilot/pilot/webhook/inject"
+	"github.com/meshpilot/meshpilot/pilot/webhook/patch"
 	webhook "github.com/meshpilot/meshpilot/pilot/webhook/server"
 	"github.com/meshpilot/meshpilot/pilot/webhook/validate"
 )
@@ -37,8 +39,8 @@ func (s *Server) newWebhookServing(v *validation.Validator) *webhookServing {
 // startWebhook serves /validate and /inject on lis with serving, the CA's
 // certificate of the secure port (same names, same renewal). Readiness
 // waits until the server completed a verified TLS handshake with itself.
-// With Kubernetes, the leader keeps the webhook configurations' caBundle
-// equal to the root.
+// With Kubernetes, the leader patches the webhook configurations
+// (startWebhookPatcher).
 func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *caserver.ServingCert) {
 	wh := s.webhook
 	log := s.log.With("component", "webhook")
@@ -49,27 +51,62 @@ func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *ca
 		}),
 		Injector:             s.injectWebhook(log),
 		ProbeRoots:           s.secure.authority.Bundle().RootPool(),
-		ProbeServerName:      "istiod." + s.opts.Namespace + ".svc",
+		ProbeServerName:      webhookService + "." + s.opts.Namespace + ".svc",
 		ValidationHTTPErrors: wh.httpErrors,
 		Log:                  log,
 	})
 	wh.lis = lis
 	s.goServe("webhook", func() error { return wh.server.Serve(ctx, lis) })
 	if elector := s.LeaderElector(); elector != nil {
-		changes := s.secure.authority.Subscribe()
-		s.goServe("webhook-cabundle", func() error {
-			return elector.Run(ctx, validationControllerLease, func(lctx context.Context) {
-				_ = cabundle.Run(lctx, cabundle.Options{
-					Client:     s.KubeClient(),
-					Validating: []string{"istio-validator-" + s.opts.Namespace},
-					Mutating:   []string{"istio-sidecar-injector"},
-					Root:       func() []byte { return s.secure.authority.Bundle().RootPEM },
-					Changes:    changes,
-					Log:        s.log.With("component", "webhook-cabundle"),
-				})
-			})
-		})
+		s.startWebhookPatcher(ctx, elector)
 	}
+}
+
+// startWebhookPatcher runs the webhook patcher while this replica leads
+// istiod's webhook Lease: it keeps caBundle of the chart's two webhook
+// configurations equal to the CA root, and sets the validation webhook's
+// failurePolicy to Fail once the webhook server serves.
+func (s *Server) startWebhookPatcher(ctx context.Context, elector *leaderelection.Elector) {
+	injection, validation := webhookConfigurationNames("", s.opts.Namespace)
+	patcher := patch.New(patch.Options{
+		Client:           s.KubeClient(),
+		InjectionName:    injection,
+		ValidationName:   validation,
+		ServiceName:      webhookService,
+		ServiceNamespace: s.opts.Namespace,
+		Root:             func() []byte { return s.secure.authority.Bundle().RootPEM },
+		Changes:          s.secure.authority.Subscribe(),
+		Log:              s.log, // the patcher adds component=webhook-patcher
+	})
+	s.goServe("webhook-serving", func() error {
+		if err := s.webhook.server.WaitServing(ctx); err != nil {
+			return fmt.Errorf("waiting for the webhook to serve: %w", err)
+		}
+		patcher.MarkServing()
+		return nil
+	})
+	s.goServe("webhook-patcher", func() error {
+		return elector.Run(ctx, validationControllerLease, func(lctx context.Context) {
+			if err := patcher.Run(lctx); err != nil {
+				s.log.Error("webhook patcher stopped", "component", "webhook-patcher", "error", err)
+			}
+		})
+	})
+}
+
+// webhookService is the Service in front of the webhook port, as the chart
+// renders it (and as istiod's certificate names it).
+const webhookService = "istiod"
+
+// webhookConfigurationNames are the chart's webhook configurations of a
+// revision ("" is the default one) installed in namespace, as Istio names
+// them: istio-sidecar-injector[-REVISION], istio-validator[-REVISION]-NAMESPACE.
+func webhookConfigurationNames(revision, namespace string) (injection, validation string) {
+	suffix := ""
+	if revision != "" {
+		suffix = "-" + revision
+	}
+	return "istio-sidecar-injector" + suffix, "istio-validator" + suffix + "-" + namespace
 }
 
 // injectWebhook is /inject's injector: the istio-sidecar-injector
