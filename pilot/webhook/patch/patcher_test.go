@@ -77,10 +77,9 @@ func foreign() admissionv1.MutatingWebhook {
 	}
 }
 
-func TestPatchesChartWebhooks(t *testing.T) {
-	rev := fmt.Sprintf("patch%d", time.Now().UnixNano()%1e9)
-	mwc, vwc := renderWebhooks(t, rev)
-	mwc.Webhooks = append(mwc.Webhooks, foreign())
+// createWebhooks creates both configurations, deleted when the test ends.
+func createWebhooks(t *testing.T, mwc *admissionv1.MutatingWebhookConfiguration, vwc *admissionv1.ValidatingWebhookConfiguration) {
+	t.Helper()
 	ctx := context.Background()
 	client := env.Clientset().AdmissionregistrationV1()
 	if _, err := client.MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
@@ -93,6 +92,15 @@ func TestPatchesChartWebhooks(t *testing.T) {
 		_ = client.MutatingWebhookConfigurations().Delete(ctx, mwc.Name, metav1.DeleteOptions{})
 		_ = client.ValidatingWebhookConfigurations().Delete(ctx, vwc.Name, metav1.DeleteOptions{})
 	})
+}
+
+func TestPatchesChartWebhooks(t *testing.T) {
+	rev := fmt.Sprintf("patch%d", time.Now().UnixNano()%1e9)
+	mwc, vwc := renderWebhooks(t, rev)
+	mwc.Webhooks = append(mwc.Webhooks, foreign())
+	ctx := context.Background()
+	client := env.Clientset().AdmissionregistrationV1()
+	createWebhooks(t, mwc, vwc)
 
 	root := newRootSource("root one")
 	var logs testutil.Buffer
@@ -260,18 +268,8 @@ func TestPatchesConfigurationsCreatedLater(t *testing.T) {
 	p.MarkServing()
 	start(t, p)
 
-	ctx := context.Background()
 	client := env.Clientset().AdmissionregistrationV1()
-	if _, err := client.MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.MutatingWebhookConfigurations().Delete(ctx, mwc.Name, metav1.DeleteOptions{})
-		_ = client.ValidatingWebhookConfigurations().Delete(ctx, vwc.Name, metav1.DeleteOptions{})
-	})
+	createWebhooks(t, mwc, vwc)
 	until(t, "injection caBundle patched on creation", func(ctx context.Context) (bool, error) {
 		m, err := client.MutatingWebhookConfigurations().Get(ctx, mwc.Name, metav1.GetOptions{})
 		if err != nil {
