@@ -156,6 +156,8 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 	if v := getenv("ROOT_CA_DIR"); v != "" {
 		opts.CA.RootCADir = v
 	}
+	// REVISION is istiod's: the chart sets it from its revision value.
+	opts.Revision = getenv("REVISION")
 	if v := getenv("TOKEN_AUDIENCES"); v != "" {
 		opts.CA.TokenAudiences = nil
 		for _, a := range strings.Split(v, ",") {

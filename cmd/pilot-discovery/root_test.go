@@ -68,7 +68,7 @@ func TestApplyEnv(t *testing.T) {
 		"PILOT_DEBOUNCE_AFTER": "50ms", "PILOT_DEBOUNCE_MAX": "2s",
 		"PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7",
 		"PILOT_ENABLE_GATEWAY_CREDENTIALS": "false", "PILOT_XDS_SEND_TIMEOUT": "3s",
-		"ENABLE_DEBUG_ON_HTTP": "false",
+		"ENABLE_DEBUG_ON_HTTP": "false", "REVISION": "canary",
 	}
 	opts := bootstrap.DefaultOptions()
 	if !opts.GatewayCredentials || !opts.EnableDebugOnHTTP {
@@ -77,7 +77,7 @@ func TestApplyEnv(t *testing.T) {
 	if err := applyEnv(&opts, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP {
+	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP || opts.Revision != "canary" {
 		t.Fatalf("env not applied: %+v", opts)
 	}
 	env["PILOT_DEBOUNCE_AFTER"] = "soon"

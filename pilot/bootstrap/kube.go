@@ -117,7 +117,7 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 	}
 	if opts.HTTPSAddr != "" {
 		k.injector, err = configkube.NewInjectorWatcher(configkube.InjectorWatcherOptions{
-			Client: client, Namespace: opts.Namespace, Name: configkube.InjectorConfigMapFor(""),
+			Client: client, Namespace: opts.Namespace, Name: configkube.InjectorConfigMapFor(opts.Revision),
 			Log: log.With("source", "injector-configmap"),
 		})
 		if err != nil {

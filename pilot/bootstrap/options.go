@@ -62,6 +62,11 @@ type Options struct {
 	CA CAOptions
 	// Domain is the cluster DNS suffix; ClusterID and Namespace identify this control plane.
 	Domain, ClusterID, Namespace string
+	// Revision is the control plane's revision (REVISION, Istio's); "" or
+	// "default" is the default one. It names the injector ConfigMap and the
+	// webhook configurations this control plane reads and patches, and is
+	// the revision its injector selects.
+	Revision string
 	// PodName names this replica (POD_NAME in a pod, else the host name);
 	// its leader-election identity is PodName plus a random suffix, so two
 	// processes on one host never share one.

@@ -67,7 +67,7 @@ func (s *Server) startWebhook(ctx context.Context, lis net.Listener, serving *ca
 // configurations equal to the CA root, and sets the validation webhook's
 // failurePolicy to Fail once the webhook server serves.
 func (s *Server) startWebhookPatcher(ctx context.Context, elector *leaderelection.Elector) {
-	injection, validation := webhookConfigurationNames("", s.opts.Namespace)
+	injection, validation := webhookConfigurationNames(s.opts.Revision, s.opts.Namespace)
 	patcher := patch.New(patch.Options{
 		Client:           s.KubeClient(),
 		InjectionName:    injection,
@@ -112,13 +112,13 @@ func webhookConfigurationNames(revision, namespace string) (injection, validatio
 // injectWebhook is /inject's injector: the istio-sidecar-injector
 // ConfigMap's configuration (watched) with the current mesh config. Without
 // a cluster there is no ConfigMap, and /inject admits pods unchanged. The
-// revision is the default one (""): meshpilot has no --revision yet.
+// injector selects this control plane's revision (REVISION).
 func (s *Server) injectWebhook(log *slog.Logger) webhook.Injector {
 	if s.kube == nil || s.kube.injector == nil {
 		return nil
 	}
 	return &inject.Webhook{
-		Config: s.kube.injector.Config, Mesh: s.env.MeshConfig,
+		Config: s.kube.injector.Config, Mesh: s.env.MeshConfig, Revision: s.opts.Revision,
 		Metrics: s.webhook.injection, Log: log.With("webhook", "inject"),
 	}
 }

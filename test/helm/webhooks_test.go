@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -102,6 +103,17 @@ func TestWebhookConfigurationsRevision(t *testing.T) {
 		t.Errorf("ValidatingWebhookConfiguration %q, want istio-validator-canary-istio-system", vwc.Name)
 	}
 	named[*corev1.ConfigMap](t, objs, "istio-sidecar-injector-canary")
+	// pilot-discovery learns the revision as istiod does, from REVISION:
+	// it then reads and patches exactly the objects named above.
+	revisionEnv := ""
+	for _, e := range only[*appsv1.Deployment](t, objs).Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "REVISION" {
+			revisionEnv = e.Value
+		}
+	}
+	if revisionEnv != rev {
+		t.Errorf("pilot-discovery's REVISION = %q, want %q", revisionEnv, rev)
+	}
 
 	var wantM []admissionv1.MutatingWebhook
 	for _, w := range mutatingWebhooks(istioMWC) {

@@ -19,10 +19,10 @@ const (
 	InjectorValuesKey     = "values"
 )
 
-// InjectorConfigMapFor is the injector ConfigMap's name for revision ("" or
-// "default" is the unrevisioned one), as Istio's chart names it.
+// InjectorConfigMapFor is the injector ConfigMap's name for revision ("" is
+// the default one), as Istio's chart names it.
 func InjectorConfigMapFor(revision string) string {
-	if revision == "" || revision == "default" {
+	if revision == "" {
 		return InjectorConfigMapName
 	}
 	return InjectorConfigMapName + "-" + revision
