@@ -76,26 +76,36 @@ etcd_path() {
   command -v etcd 2>/dev/null || true
 }
 
+# apt_install WHAT PACKAGE... installs Debian packages for WHAT (a phrase
+# for the messages), as root or through sudo. The dpkg lock timeout guards
+# against an apt run outside this script.
+apt_install() {
+  local what="$1" sudo=""
+  shift
+  command -v apt-get >/dev/null 2>&1 ||
+    die "$what missing and apt-get is not available; install packages $*"
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "$what missing; run as root or install packages $*"
+    sudo=sudo
+  fi
+  log "installing $what (apt packages $*)"
+  $sudo apt-get update -qq || die "apt-get update failed"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "$@" ||
+    die "apt-get install $* failed"
+}
+
 install_etcd() {
   if [ -n "$(etcd_path)" ]; then
     log "etcd present: $(etcd_path) ($(etcd --version 2>/dev/null | head -1))"
     return 0
   fi
-  command -v apt-get >/dev/null 2>&1 ||
-    die "etcd is missing and apt-get is not available; install etcd >= 3.4 and put it on PATH"
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || die "etcd is missing; run as root or install package etcd-server"
-    sudo=sudo
-  fi
-  log "installing etcd (apt package etcd-server)"
-  $sudo apt-get update -qq || die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends etcd-server ||
-    die "apt-get install etcd-server failed"
+  apt_install "etcd (>= 3.4)" etcd-server
   [ -n "$(etcd_path)" ] || die "etcd-server installed but no etcd on PATH"
   # The Debian package starts a system etcd on :2379; tests run their own on
   # free ports, so stop the packaged one where a service manager exists.
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
     $sudo systemctl stop etcd || true
     $sudo systemctl disable etcd >/dev/null 2>&1 || true
   fi
@@ -115,18 +125,7 @@ install_netutils() {
     log "iptables and iproute2 present: $(PATH="$PATH:/usr/sbin:/sbin" iptables --version 2>/dev/null | head -1)"
     return 0
   fi
-  command -v apt-get >/dev/null 2>&1 ||
-    die "missing $(netutils_missing | tr '\n' ' ')and apt-get is not available; install iptables and iproute2"
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || die "iptables/iproute2 missing; run as root or install packages iptables iproute2"
-    sudo=sudo
-  fi
-  log "installing iptables and iproute2 (apt packages)"
-  $sudo apt-get update -qq || die "apt-get update failed"
-  # The dpkg lock timeout guards against an apt run outside this script.
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends iptables iproute2 util-linux ||
-    die "apt-get install iptables iproute2 failed"
+  apt_install "$(netutils_missing | tr '\n' ' ')(iptables, iproute2)" iptables iproute2 util-linux
   [ -z "$(netutils_missing)" ] || die "installed iptables and iproute2 but still missing: $(netutils_missing | tr '\n' ' ')"
 }
 
