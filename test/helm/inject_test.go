@@ -3,6 +3,8 @@ package helm
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +51,7 @@ func chartInjector(t *testing.T, sets ...string) *inject.Injector {
 	if cfg.Policy != inject.PolicyEnabled || !slices.Equal(cfg.DefaultTemplates, []string{"sidecar"}) {
 		t.Errorf("policy %q defaultTemplates %v, want enabled [sidecar]", cfg.Policy, cfg.DefaultTemplates)
 	}
-	for _, name := range []string{"sidecar", "gateway"} {
+	for _, name := range []string{"sidecar", "gateway", "grpc-agent", "grpc-simple"} {
 		if cfg.Templates[name] == nil {
 			t.Errorf("template %q missing", name)
 		}
@@ -274,6 +276,66 @@ func TestInjectorConfigMapGatewayTemplate(t *testing.T) {
 	c := got.Spec.Containers[0]
 	if c.Image != "docker.io/istio/proxyv2:1.31.1" || len(c.Args) < 2 || c.Args[1] != "router" {
 		t.Errorf("gateway istio-proxy image %q args %v, want proxyv2 running proxy router", c.Image, c.Args)
+	}
+}
+
+// TestInjectorConfigMapGRPCSimpleBootstrap runs the grpc-simple template's
+// init container script with a real shell: it must write a gRPC xDS
+// bootstrap naming the control plane's plaintext port and the pod's node ID.
+func TestInjectorConfigMapGRPCSimpleBootstrap(t *testing.T) {
+	inj := chartInjector(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Labels: map[string]string{"app": "echo"},
+			Annotations: map[string]string{"inject.istio.io/templates": "grpc-simple"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "echo", Image: "echo"}}},
+	}
+	got, err := inj.Inject(pod, inject.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.InitContainers) != 1 || len(got.Spec.Containers) != 1 {
+		t.Fatalf("init containers %v, containers %v", containerNames(got.Spec.InitContainers), containerNames(got.Spec.Containers))
+	}
+	init, app := got.Spec.InitContainers[0], got.Spec.Containers[0]
+	if env := app.Env; len(env) == 0 || env[0].Name != "GRPC_XDS_BOOTSTRAP" || env[0].Value != "/var/lib/grpc/data/bootstrap.json" {
+		t.Errorf("application env %v, want GRPC_XDS_BOOTSTRAP first", env)
+	}
+	if len(init.Command) != 3 || init.Command[0] != "sh" {
+		t.Fatalf("init command %q, want sh -c SCRIPT", init.Command)
+	}
+	dir := t.TempDir()
+	script := strings.ReplaceAll(init.Command[2], "/var/lib/grpc/data/", dir+"/")
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = []string{"INSTANCE_IP=10.1.2.3", "POD_NAME=echo-1", "POD_NAMESPACE=apps"}
+	for _, e := range init.Env {
+		if e.ValueFrom == nil {
+			cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+		}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bootstrap script: %v: %s", err, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "bootstrap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boot struct {
+		XDSServers []struct {
+			ServerURI string `json:"server_uri"`
+		} `json:"xds_servers"`
+		Node struct {
+			ID       string            `json:"id"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal(raw, &boot); err != nil {
+		t.Fatalf("bootstrap.json is not JSON: %v\n%s", err, raw)
+	}
+	if len(boot.XDSServers) != 1 || boot.XDSServers[0].ServerURI != "dns:///istiod.istio-system.svc:15010" {
+		t.Errorf("xds_servers %+v, want dns:///istiod.istio-system.svc:15010", boot.XDSServers)
+	}
+	if boot.Node.ID != "sidecar~10.1.2.3~echo-1.apps~cluster.local" || boot.Node.Metadata["GENERATOR"] != "grpc" {
+		t.Errorf("node %+v, want sidecar~10.1.2.3~echo-1.apps~cluster.local with GENERATOR grpc", boot.Node)
 	}
 }
 

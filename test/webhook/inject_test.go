@@ -47,6 +47,27 @@ func istioInjectorConfigMap(t *testing.T, namespace string) *corev1.ConfigMap {
 	return nil
 }
 
+// chartInjectorConfigMap renders the chart's istio-sidecar-injector
+// ConfigMap with the real helm and sets.
+func chartInjectorConfigMap(t *testing.T, namespace string, sets ...string) *corev1.ConfigMap {
+	t.Helper()
+	chart := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot")
+	args := []string{"template", "meshpilot", chart, "-n", namespace, "--kube-version", kubetest.KubeVersion,
+		"--show-only", "templates/injector-configmap.yaml"}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := exec.Command(kubetest.Helm(t), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := yaml.UnmarshalStrict(out, cm); err != nil {
+		t.Fatalf("chart's ConfigMap: %v\n%s", err, out)
+	}
+	return cm
+}
+
 // chartMutatingWebhook renders the chart's MutatingWebhookConfiguration with
 // the real helm, then points every webhook by URL at addr (keeping the
 // chart's path) and trusts caBundle, as the leader's patcher would for the
@@ -211,6 +232,39 @@ func TestInjectionThroughAPIServer(t *testing.T) {
 	if v := bootstraptest.MetricValue(t, srv, "sidecar_injection_success_total"); v < 3 {
 		t.Errorf("sidecar_injection_success_total = %v, want at least 3", v)
 	}
+
+	// The chart's own ConfigMap (its templates, meshpilot's agent image)
+	// replaces Istio's: the injector picks it up, and the API server stores
+	// what its templates make, defaulting their source-less volumes to
+	// emptyDir as it does for Istio's.
+	chartCM := chartInjectorConfigMap(t, cpNS, "sidecarInjector.agentImage=meshpilot")
+	chartCM.ResourceVersion = ""
+	if _, err := cs.CoreV1().ConfigMaps(cpNS).Update(t.Context(), chartCM, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update ConfigMap istio-sidecar-injector to the chart's: %v", err)
+	}
+	attempt = 0
+	testutil.EventuallyNoError(t, 30*time.Second, "a pod injected from the chart's ConfigMap", func() error {
+		attempt++
+		p, err := cs.CoreV1().Pods(on).Create(t.Context(), appPod(fmt.Sprintf("chart-%d", attempt), nil), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		var image string
+		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+			if c.Name == "istio-proxy" {
+				image = c.Image
+			}
+		}
+		if !strings.Contains(image, "/pilot-agent:") {
+			return fmt.Errorf("pod %s: istio-proxy image %q, want the chart's pilot-agent image", p.Name, image)
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.Name == "workload-socket" && v.EmptyDir == nil {
+				t.Errorf("stored volume workload-socket has no emptyDir: %+v", v.VolumeSource)
+			}
+		}
+		return nil
+	})
 
 	// Webhook down: the chart's failurePolicy Fail refuses the pod, naming the webhook.
 	stop()

@@ -97,6 +97,6 @@ at this chart's own pilot-agent image.
 {{- fail (printf "sidecarInjector.agentImage must be proxyv2 or meshpilot, not %q" .Values.sidecarInjector.agentImage) -}}
 {{- end -}}
 {{- $_ := set $global "istioNamespace" .Release.Namespace -}}
-{{- $values := dict "global" $global "revision" .Values.revision "sidecarInjectorWebhook" (dict "rewriteAppHTTPProbe" .Values.sidecarInjector.rewriteAppHTTPProbe) -}}
+{{- $values := dict "global" $global "revision" .Values.revision "sidecarInjectorWebhook" (dict "rewriteAppHTTPProbe" .Values.sidecarInjector.rewriteAppHTTPProbe) "pilot" (dict "cni" .Values.cni) -}}
 {{- toJson $values -}}
 {{- end -}}
