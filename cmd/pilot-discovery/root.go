@@ -143,7 +143,8 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		name string
 		dst  *bool
 	}{{"PILOT_ENABLE_EDS_DEBOUNCE", &opts.EnableEDSDebounce}, {"XDS_AUTH", &opts.CA.XDSAuth},
-		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}, {"ENABLE_DEBUG_ON_HTTP", &opts.EnableDebugOnHTTP}}
+		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}, {"ENABLE_DEBUG_ON_HTTP", &opts.EnableDebugOnHTTP},
+		{"ENABLE_NATIVE_SIDECARS", &opts.NativeSidecars}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)

@@ -87,7 +87,13 @@ type Options struct {
 	// and subjectaccessreviews create (cross-namespace credentials) only
 	// with it (gateways.credentials.enabled).
 	GatewayCredentials bool
-	Log                *slog.Logger
+	// NativeSidecars (ENABLE_NATIVE_SIDECARS, default true as in Istio)
+	// injects istio-proxy as a Kubernetes native sidecar, but only while
+	// every node's kubelet runs Kubernetes 1.29 or later (before that the
+	// SidecarContainers feature may be off, and a kubelet that ignores
+	// restartPolicy: Always would wait forever for istio-proxy to exit).
+	NativeSidecars bool
+	Log            *slog.Logger
 }
 
 // DefaultOptions are Istio's defaults.
@@ -112,6 +118,7 @@ func DefaultOptions() Options {
 		SendTimeout:       xds.DefaultSendTimeout,
 		// As istiod, which reads ingress credentials from every namespace.
 		GatewayCredentials: true,
+		NativeSidecars:     true,
 	}
 }
 

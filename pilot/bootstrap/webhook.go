@@ -117,9 +117,13 @@ func (s *Server) injectWebhook(log *slog.Logger) webhook.Injector {
 	if s.kube == nil || s.kube.injector == nil {
 		return nil
 	}
+	native := func() bool { return false }
+	if s.opts.NativeSidecars {
+		native = s.kube.registry.NodesSupportNativeSidecars
+	}
 	return &inject.Webhook{
 		Config: s.kube.injector.Config, Mesh: s.env.MeshConfig, Revision: s.opts.Revision,
-		Metrics: s.webhook.injection, Log: log.With("webhook", "inject"),
+		NativeSidecars: native, Metrics: s.webhook.injection, Log: log.With("webhook", "inject"),
 	}
 }
 

@@ -266,6 +266,8 @@ func TestInjectionThroughAPIServer(t *testing.T) {
 		return nil
 	})
 
+	checkNativeSidecarsFollowKubelets(t, cs, on)
+
 	// Webhook down: the chart's failurePolicy Fail refuses the pod, naming the webhook.
 	stop()
 	_, err := cs.CoreV1().Pods(on).Create(t.Context(), appPod("while-down", nil), metav1.CreateOptions{})
@@ -277,4 +279,59 @@ func TestInjectionThroughAPIServer(t *testing.T) {
 		t.Fatalf("with the webhook down: %v; want a refusal naming the webhook", err)
 	}
 	t.Logf("with the webhook down: %v", err)
+}
+
+// checkNativeSidecarsFollowKubelets: istio-proxy is a native sidecar (an
+// init container with restartPolicy Always) only while every node's kubelet
+// is 1.29 or later; a 1.28 node turns it back into a container.
+func checkNativeSidecarsFollowKubelets(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	nativeProxy := func(p *corev1.Pod) (native, found bool) {
+		for _, c := range p.Spec.InitContainers {
+			if c.Name == "istio-proxy" {
+				return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways, true
+			}
+		}
+		for _, c := range p.Spec.Containers {
+			if c.Name == "istio-proxy" {
+				return false, true
+			}
+		}
+		return false, false
+	}
+	attempt := 0
+	expect := func(what string, want bool) {
+		t.Helper()
+		testutil.EventuallyNoError(t, 30*time.Second, what, func() error {
+			attempt++
+			p, err := cs.CoreV1().Pods(ns).Create(t.Context(), appPod(fmt.Sprintf("kubelet-%d", attempt), nil), metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if native, found := nativeProxy(p); !found || native != want {
+				return fmt.Errorf("pod %s: istio-proxy found %v, native %v; want native %v", p.Name, found, native, want)
+			}
+			return nil
+		})
+	}
+	expect("no nodes: a native istio-proxy", true)
+
+	node, err := cs.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-1-28"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	setKubelet := func(version string) {
+		t.Helper()
+		node.Status.NodeInfo.KubeletVersion = version
+		updated, err := cs.CoreV1().Nodes().UpdateStatus(t.Context(), node, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("node status: %v", err)
+		}
+		node = updated
+	}
+	setKubelet("v1.28.9")
+	expect("a 1.28 kubelet: istio-proxy as a container", false)
+	setKubelet("v1.30.2")
+	expect("every kubelet 1.29 or later again: a native istio-proxy", true)
 }

@@ -44,7 +44,11 @@ type Webhook struct {
 	Mesh func() *meshconfig.MeshConfig
 	// Revision is the control plane's revision ("" for the default one).
 	Revision string
-	Metrics  *Metrics
+	// NativeSidecars reports whether istio-proxy is injected as a native
+	// sidecar (the pod's sidecar.istio.io/nativeSidecar annotation still
+	// wins); nil means no.
+	NativeSidecars func() bool
+	Metrics        *Metrics
 	Log      *slog.Logger
 }
 
@@ -67,7 +71,9 @@ func (w *Webhook) Inject(_ context.Context, req *admissionv1.AdmissionRequest, p
 	if w.Mesh != nil {
 		mesh = w.Mesh()
 	}
-	resp := New(config, mesh, w.Revision).Admit(req, Options{ProxyEnvs: params.Env})
+	inj := New(config, mesh, w.Revision)
+	inj.NativeSidecars = w.NativeSidecars != nil && w.NativeSidecars()
+	resp := inj.Admit(req, Options{ProxyEnvs: params.Env})
 	switch {
 	case resp.Result != nil && resp.Result.Status == metav1.StatusFailure:
 		w.Metrics.record(failed)
