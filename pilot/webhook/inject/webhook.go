@@ -49,7 +49,7 @@ type Webhook struct {
 	// wins); nil means no.
 	NativeSidecars func() bool
 	Metrics        *Metrics
-	Log      *slog.Logger
+	Log            *slog.Logger
 }
 
 var _ server.Injector = (*Webhook)(nil)
