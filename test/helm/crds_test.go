@@ -144,9 +144,18 @@ func TestWatchedKindsHaveCRDs(t *testing.T) {
 	if len(watched) == 0 {
 		t.Fatal("pilot/config/kube.Kinds() is empty")
 	}
+	watchedSet := map[access]bool{}
 	for _, k := range watched {
+		watchedSet[k] = true
 		if !installed[k] {
 			t.Errorf("pilot-discovery watches %s/%s but the chart installs no such CRD", k.Group, k.Resource)
+		}
+	}
+	// And the other way: no kind the chart installs goes unread (its
+	// objects are at least validated and warned about).
+	for k := range installed {
+		if !watchedSet[k] {
+			t.Errorf("the chart installs %s/%s but pilot-discovery does not watch it", k.Group, k.Resource)
 		}
 	}
 }

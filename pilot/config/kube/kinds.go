@@ -4,8 +4,12 @@ import (
 	"maps"
 
 	"google.golang.org/protobuf/proto"
+	extensionsv1alpha1 "istio.io/client-go/pkg/apis/extensions/v1alpha1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
+	networkingv1beta1 "istio.io/client-go/pkg/apis/networking/v1beta1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	telemetryv1 "istio.io/client-go/pkg/apis/telemetry/v1"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -33,7 +37,7 @@ func Kinds() map[model.Kind]string {
 	return out
 }
 
-// kinds is every kind the generators consume, in processing order.
+// kinds is every Istio kind of the chart's CRDs, in processing order.
 var kinds = []kindInfo{
 	{model.KindServiceEntry, "serviceentries.networking.istio.io",
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
@@ -80,6 +84,40 @@ var kinds = []kindInfo{
 			return f.Security().V1().RequestAuthentications().Informer()
 		},
 		converter(file.KindRequestAuthentication, func(o *securityv1.RequestAuthentication) proto.Message { return &o.Spec })},
+	// The chart's other kinds: watched so that each object is validated
+	// and its unsupported fields warned about (support.Check), as in file
+	// mode, rather than ignored without a word; generators read those they
+	// support.
+	{file.KindEnvoyFilter, "envoyfilters.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1alpha3().EnvoyFilters().Informer()
+		},
+		converter(file.KindEnvoyFilter, func(o *networkingv1alpha3.EnvoyFilter) proto.Message { return &o.Spec })},
+	{file.KindProxyConfig, "proxyconfigs.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1beta1().ProxyConfigs().Informer()
+		},
+		converter(file.KindProxyConfig, func(o *networkingv1beta1.ProxyConfig) proto.Message { return &o.Spec })},
+	{file.KindWorkloadGroup, "workloadgroups.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1().WorkloadGroups().Informer()
+		},
+		converter(file.KindWorkloadGroup, func(o *networkingv1.WorkloadGroup) proto.Message { return &o.Spec })},
+	{file.KindTelemetry, "telemetries.telemetry.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Telemetry().V1().Telemetries().Informer()
+		},
+		converter(file.KindTelemetry, func(o *telemetryv1.Telemetry) proto.Message { return &o.Spec })},
+	{file.KindWasmPlugin, "wasmplugins.extensions.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Extensions().V1alpha1().WasmPlugins().Informer()
+		},
+		converter(file.KindWasmPlugin, func(o *extensionsv1alpha1.WasmPlugin) proto.Message { return &o.Spec })},
+	{file.KindTrafficExtension, "trafficextensions.extensions.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Extensions().V1alpha1().TrafficExtensions().Informer()
+		},
+		converter(file.KindTrafficExtension, func(o *extensionsv1alpha1.TrafficExtension) proto.Message { return &o.Spec })},
 }
 
 // converter returns a conversion for objects of type T: metadata from the

@@ -15,10 +15,11 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 )
 
-func TestKindsCoverTheGenerators(t *testing.T) {
+func TestKindsCoverTheChartsCRDs(t *testing.T) {
 	got := Kinds()
 	want := append([]model.Kind{}, model.IstioKinds...)
-	want = append(want, file.KindPeerAuthentication, file.KindAuthorizationPolicy, file.KindRequestAuthentication)
+	want = append(want, file.KindPeerAuthentication, file.KindAuthorizationPolicy, file.KindRequestAuthentication,
+		file.KindEnvoyFilter, file.KindProxyConfig, file.KindWorkloadGroup, file.KindTelemetry, file.KindWasmPlugin, file.KindTrafficExtension)
 	for _, k := range want {
 		if got[k] == "" {
 			t.Errorf("kind %s not watched", k)

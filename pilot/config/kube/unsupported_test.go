@@ -106,4 +106,16 @@ func TestControllerWarnsUnsupportedFields(t *testing.T) {
 	if n := strings.Count(logs.String(), line); n != 2 {
 		t.Errorf("%d warnings for spec.tcp, want 2 (one per resourceVersion):\n%s", n, logs.String())
 	}
+
+	// A kind no generator reads is watched all the same: its object is
+	// named in a warning, not ignored in silence.
+	wg := &networkingv1.WorkloadGroup{ObjectMeta: metav1.ObjectMeta{Name: "vms", Namespace: ns},
+		Spec: networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "vm"}}}
+	if _, err := ic.NetworkingV1().WorkloadGroups(ns).Create(ctx, wg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const wgLine = `msg="config field not applied" kind=WorkloadGroup namespace=unsupported name=vms field=spec.template`
+	testutil.Eventually(t, 10*time.Second, "warning for the WorkloadGroup", func() bool {
+		return strings.Contains(logs.String(), wgLine) && gauge.get() == 1
+	})
 }
