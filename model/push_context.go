@@ -94,6 +94,8 @@ type PushContext struct {
 	// vsSourceLabels is true when a VirtualService match uses sourceLabels,
 	// so routes may differ between proxies of one namespace.
 	vsSourceLabels bool
+	// proxyConfigs indexes ProxyConfig objects (proxy_configs.go).
+	proxyConfigs *ProxyConfigs
 	// security indexes PeerAuthentication and AuthorizationPolicy (security_policies.go).
 	security *SecurityPolicies
 	// secrets are the credential Secrets when pc was built (nil: none);
@@ -158,6 +160,11 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	} else {
 		pc.sidecars = env.ConfigStore.List(KindSidecar)
 		pc.sidecarsByNS = sidecarIndex(pc.sidecars)
+	}
+	if reuse && !req.Updated(KindProxyConfig) {
+		pc.proxyConfigs = prev.proxyConfigs
+	} else {
+		pc.proxyConfigs = NewProxyConfigs(pc.RootNamespace, env.ConfigStore.List(KindProxyConfig))
 	}
 	pc.security = securityPoliciesFor(env, prev, req, reuse)
 	return pc

@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/prometheus/client_golang/prometheus"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 
 	"github.com/meshpilot/meshpilot/model"
 	caserver "github.com/meshpilot/meshpilot/pilot/ca/server"
@@ -124,6 +125,9 @@ func (s *Server) injectWebhook(log *slog.Logger) webhook.Injector {
 	return &inject.Webhook{
 		Config: s.kube.injector.Config, Mesh: s.env.MeshConfig, Revision: s.opts.Revision,
 		NativeSidecars: native, Metrics: s.webhook.injection, Log: log.With("webhook", "inject"),
+		ProxyConfigs: func(namespace string, labels map[string]string) []*networkingv1beta1.ProxyConfig {
+			return s.discovery.PushContext().ProxyConfigs().For(namespace, labels)
+		},
 	}
 }
 

@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	apinetworkingv1beta1 "istio.io/api/networking/v1beta1"
+	networkingv1beta1 "istio.io/client-go/pkg/apis/networking/v1beta1"
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -334,4 +340,77 @@ func checkNativeSidecarsFollowKubelets(t *testing.T, cs kubernetes.Interface, ns
 	expect("a 1.28 kubelet: istio-proxy as a container", false)
 	setKubelet("v1.30.2")
 	expect("every kubelet 1.29 or later again: a native istio-proxy", true)
+}
+
+// TestProxyConfigReachesInjection: ProxyConfig objects on the API server
+// (mesh-wide in the root namespace, and the pod's namespace's) are merged
+// into what a new pod is injected with, under the pod's own annotation,
+// in Istio's order; the agent reads them from PROXY_CONFIG and its
+// environment.
+func TestProxyConfigReachesInjection(t *testing.T) {
+	cs := env.Clientset()
+	const cpNS = "istio-system"
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cpNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cm := istioInjectorConfigMap(t, cpNS)
+	if _, err := cs.CoreV1().ConfigMaps(cpNS).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ConfigMap istio-sidecar-injector: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().ConfigMaps(cpNS).Delete(context.Background(), cm.Name, metav1.DeleteOptions{}) })
+	srv, _ := setup(t)
+	chartMutatingWebhook(t, "proxyconfig-e2e", srv.HTTPSListenAddr(), srv.Authority().Bundle().RootPEM)
+	ns := fmt.Sprintf("proxyconfig-%d", time.Now().UnixNano()%1_000_000)
+	namespace(t, cs, ns, map[string]string{"istio-injection": "enabled"})
+
+	ic, err := istioclient.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(namespace, name string, concurrency int32, env map[string]string) {
+		t.Helper()
+		obj := &networkingv1beta1.ProxyConfig{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Spec: apinetworkingv1beta1.ProxyConfig{Concurrency: wrapperspb.Int32(concurrency), EnvironmentVariables: env}}
+		if _, err := ic.NetworkingV1beta1().ProxyConfigs(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create ProxyConfig %s/%s: %v", namespace, name, err)
+		}
+		t.Cleanup(func() {
+			_ = ic.NetworkingV1beta1().ProxyConfigs(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	create(cpNS, "mesh", 1, map[string]string{"MESH_WIDE": "on", "LEVEL": "mesh"})
+	create(ns, "namespace", 3, map[string]string{"LEVEL": "namespace"})
+
+	proxyEnv := func(p *corev1.Pod) map[string]string {
+		out := map[string]string{}
+		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+			if c.Name == "istio-proxy" {
+				for _, e := range c.Env {
+					out[e.Name] = e.Value
+				}
+			}
+		}
+		return out
+	}
+	attempt := 0
+	testutil.EventuallyNoError(t, 30*time.Second, "a pod injected with both ProxyConfigs merged", func() error {
+		attempt++
+		pod := appPod(fmt.Sprintf("app-%d", attempt), nil)
+		// The pod's annotation wins over every object.
+		pod.Annotations = map[string]string{"proxy.istio.io/config": "proxyMetadata: {POD: annotated}"}
+		p, err := cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		env := proxyEnv(p)
+		pc := &meshconfig.ProxyConfig{}
+		if err := protojson.Unmarshal([]byte(env["PROXY_CONFIG"]), pc); err != nil {
+			return fmt.Errorf("pod %s: PROXY_CONFIG %q: %w", p.Name, env["PROXY_CONFIG"], err)
+		}
+		if pc.GetConcurrency().GetValue() != 3 || env["LEVEL"] != "namespace" || env["MESH_WIDE"] != "on" || env["POD"] != "annotated" {
+			return fmt.Errorf("pod %s: concurrency %d, env LEVEL=%q MESH_WIDE=%q POD=%q; want 3, namespace, on, annotated",
+				p.Name, pc.GetConcurrency().GetValue(), env["LEVEL"], env["MESH_WIDE"], env["POD"])
+		}
+		return nil
+	})
 }

@@ -48,7 +48,7 @@ const (
 // as a cluster would take it.
 const (
 	KindEnvoyFilter      model.Kind = "EnvoyFilter"
-	KindProxyConfig      model.Kind = "ProxyConfig"
+	KindProxyConfig                 = model.KindProxyConfig
 	KindWorkloadGroup    model.Kind = "WorkloadGroup"
 	KindTelemetry        model.Kind = "Telemetry"
 	KindWasmPlugin       model.Kind = "WasmPlugin"

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
-	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
@@ -35,9 +34,9 @@ func buildTable() map[string][]Field {
 		"PeerAuthentication":    peerAuthentication(),
 		"AuthorizationPolicy":   authorizationPolicy(),
 		"RequestAuthentication": requestAuthentication(),
+		"ProxyConfig":           proxyConfig(),
 		// Kinds the config sources accept and validate but no generator reads.
 		"EnvoyFilter":      unconsumed(&networking.EnvoyFilter{}),
-		"ProxyConfig":      unconsumed(&networkingv1beta1.ProxyConfig{}),
 		"WorkloadGroup":    unconsumed(&networking.WorkloadGroup{}),
 		"Telemetry":        unconsumed(&telemetry.Telemetry{}),
 		"WasmPlugin":       unconsumed(&extensions.WasmPlugin{}),
@@ -57,6 +56,20 @@ func unconsumed(spec proto.Message) []Field {
 		out = append(out, Field{"spec." + fds.Get(i).JSONName(), Unsupported, "no generator reads this kind yet"})
 	}
 	return out
+}
+
+// proxyConfig: read by the injector (pilot/webhook/inject via
+// model.ProxyConfigs), merged over the mesh's defaultConfig and under the
+// pod's proxy.istio.io/config annotation; the agent gets the result in
+// PROXY_CONFIG and its environment.
+func proxyConfig() []Field {
+	const atInjection = "applied when a pod is injected (as Istio: running pods keep theirs until re-created)"
+	return []Field{
+		{"spec.selector", Supported, "root namespace without selector (mesh), namespace without selector, then a matching selector; the oldest object of each level"},
+		{"spec.concurrency", Supported, atInjection},
+		{"spec.environmentVariables", Supported, atInjection + "; merged into proxyMetadata key by key"},
+		{"spec.image", Supported, atInjection + "; imageType picks the image variant"},
+	}
 }
 
 func virtualService() []Field {

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -83,6 +84,11 @@ type Options struct {
 	// Namespace is the pod's namespace object, if known: its labels feed
 	// the selection in Admit, its OpenShift annotations the proxy UID/GID.
 	Namespace *corev1.Namespace
+	// ProxyConfigs, when set, returns the ProxyConfig objects that apply to
+	// a pod of namespace with labels, lowest precedence first
+	// (model.ProxyConfigs.For): they are merged over the mesh's
+	// defaultConfig, under the pod's proxy.istio.io/config annotation.
+	ProxyConfigs func(namespace string, labels map[string]string) []*networkingv1beta1.ProxyConfig
 	// ProxyEnvs are proxy env vars from the webhook path (server.ParseInjectPath):
 	// ISTIO_META_CLUSTER_ID and ISTIO_META_NETWORK win over the values.
 	ProxyEnvs map[string]string
@@ -122,7 +128,11 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 		pod.Namespace = opts.Namespace.Name
 	}
 	name := podName(pod)
-	pc, err := proxyConfigFor(i.mesh, pod.Annotations)
+	var objects []*networkingv1beta1.ProxyConfig
+	if opts.ProxyConfigs != nil {
+		objects = opts.ProxyConfigs(pod.Namespace, pod.Labels)
+	}
+	pc, err := proxyConfigFor(i.mesh, objects, pod.Annotations)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", name, err)
 	}

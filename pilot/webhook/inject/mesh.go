@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 
 	"github.com/meshpilot/meshpilot/model"
 	"sigs.k8s.io/yaml"
@@ -42,13 +43,15 @@ func ParseMesh(raw string) (*meshconfig.MeshConfig, error) {
 	return mesh, nil
 }
 
-// proxyConfigFor is the mesh's defaultConfig with the pod's
-// proxy.istio.io/config annotation merged over it.
-func proxyConfigFor(mesh *meshconfig.MeshConfig, annotations map[string]string) (*meshconfig.ProxyConfig, error) {
-	pc := proto.Clone(mesh.GetDefaultConfig()).(*meshconfig.ProxyConfig)
-	if pc == nil {
-		pc = DefaultProxyConfig()
+// proxyConfigFor is the mesh's defaultConfig with the ProxyConfig objects
+// and then the pod's proxy.istio.io/config annotation merged over it,
+// Istio's order of precedence.
+func proxyConfigFor(mesh *meshconfig.MeshConfig, objects []*networkingv1beta1.ProxyConfig, annotations map[string]string) (*meshconfig.ProxyConfig, error) {
+	base := mesh.GetDefaultConfig()
+	if base == nil {
+		base = DefaultProxyConfig()
 	}
+	pc := model.MergeProxyConfigs(base, objects)
 	raw, ok := annotations[proxyConfigAnnotation]
 	if !ok {
 		return pc, nil

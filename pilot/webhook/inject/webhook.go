@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	meshconfig "istio.io/api/mesh/v1alpha1"
+	networkingv1beta1 "istio.io/api/networking/v1beta1"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -48,8 +49,11 @@ type Webhook struct {
 	// sidecar (the pod's sidecar.istio.io/nativeSidecar annotation still
 	// wins); nil means no.
 	NativeSidecars func() bool
-	Metrics        *Metrics
-	Log            *slog.Logger
+	// ProxyConfigs returns the ProxyConfig objects that apply to a pod of
+	// namespace with labels, lowest precedence first; nil means none.
+	ProxyConfigs func(namespace string, labels map[string]string) []*networkingv1beta1.ProxyConfig
+	Metrics      *Metrics
+	Log          *slog.Logger
 }
 
 var _ server.Injector = (*Webhook)(nil)
@@ -73,7 +77,7 @@ func (w *Webhook) Inject(_ context.Context, req *admissionv1.AdmissionRequest, p
 	}
 	inj := New(config, mesh, w.Revision)
 	inj.NativeSidecars = w.NativeSidecars != nil && w.NativeSidecars()
-	resp := inj.Admit(req, Options{ProxyEnvs: params.Env})
+	resp := inj.Admit(req, Options{ProxyEnvs: params.Env, ProxyConfigs: w.ProxyConfigs})
 	switch {
 	case resp.Result != nil && resp.Result.Status == metav1.StatusFailure:
 		w.Metrics.record(failed)
