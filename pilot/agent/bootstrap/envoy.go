@@ -89,6 +89,11 @@ func Envoy(cfg *config.Config) (*bootstrapv3.Bootstrap, error) {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
 
+	stats, err := statsConfig(cfg.ProxyConfig)
+	if err != nil {
+		return nil, err
+	}
+
 	apiType := corev3.ApiConfigSource_DELTA_GRPC
 	if !cfg.DeltaXDS {
 		apiType = corev3.ApiConfigSource_GRPC
@@ -106,7 +111,8 @@ func Envoy(cfg *config.Config) (*bootstrapv3.Bootstrap, error) {
 		thresholds(corev3.RoutingPriority_DEFAULT), thresholds(corev3.RoutingPriority_HIGH),
 	}}
 	b := &bootstrapv3.Bootstrap{
-		Node: node,
+		Node:        node,
+		StatsConfig: stats,
 		Admin: &bootstrapv3.Admin{
 			AccessLog: []*accesslogv3.AccessLog{{
 				Name: "envoy.access_loggers.file", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: accessLog},
