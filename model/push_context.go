@@ -100,6 +100,10 @@ type PushContext struct {
 	// credentialAccess is env.CredentialAccess (credentials.go).
 	secrets          SecretSnapshot
 	credentialAccess CredentialAccess
+	// envoyFilters are the EnvoyFilters; envoyFilterSlot their compiled
+	// form, shared with the snapshots that have the same ones (envoy_filter.go).
+	envoyFilters    []Config
+	envoyFilterSlot *envoyFilterSlot
 }
 
 // NewPushContext builds a snapshot from env. When prev and req are given,
@@ -160,6 +164,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		pc.sidecarsByNS = sidecarIndex(pc.sidecars)
 	}
 	pc.security = securityPoliciesFor(env, prev, req, reuse)
+	pc.initEnvoyFilters(env, prev, req, reuse)
 	return pc
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	networkingv1alpha3 "istio.io/client-go/pkg/apis/networking/v1alpha3"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +66,11 @@ var kinds = []kindInfo{
 			return f.Networking().V1().Sidecars().Informer()
 		},
 		converter(model.KindSidecar, func(o *networkingv1.Sidecar) proto.Message { return &o.Spec })},
+	{model.KindEnvoyFilter, "envoyfilters.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1alpha3().EnvoyFilters().Informer()
+		},
+		converter(model.KindEnvoyFilter, func(o *networkingv1alpha3.EnvoyFilter) proto.Message { return &o.Spec })},
 	{file.KindPeerAuthentication, "peerauthentications.security.istio.io",
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Security().V1().PeerAuthentications().Informer()
