@@ -47,7 +47,7 @@ const (
 // loader decodes and validates them so that a directory holding them loads
 // as a cluster would take it.
 const (
-	KindEnvoyFilter      = model.KindEnvoyFilter
+	KindEnvoyFilter                 = model.KindEnvoyFilter
 	KindProxyConfig      model.Kind = "ProxyConfig"
 	KindWorkloadGroup    model.Kind = "WorkloadGroup"
 	KindTelemetry        model.Kind = "Telemetry"

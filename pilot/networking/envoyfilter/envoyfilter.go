@@ -406,3 +406,28 @@ func (ps *Patches) applied(p *patch) {
 func (ps *Patches) failed(p *patch, res string, err error) {
 	ps.idx.report(p.f, p.where(), fmt.Errorf("%s: %w", res, err))
 }
+
+// KeyFor is Key when some patch of one of kinds applies in ctx, else "":
+// a cache key part that lets proxies whose patches leave a resource type
+// alone share it with proxies without patches.
+func (ps *Patches) KeyFor(ctx Context, kinds ...networking.EnvoyFilter_ApplyTo) string {
+	if !ps.Has(ctx, kinds...) {
+		return ""
+	}
+	return ps.key
+}
+
+// ListenerKinds are the applyTo kinds that change listeners.
+func ListenerKinds() []networking.EnvoyFilter_ApplyTo { k := listenerKinds(); return k[:] }
+
+// RouteKinds are the applyTo kinds that change route configurations.
+func RouteKinds() []networking.EnvoyFilter_ApplyTo { k := routeKinds(); return k[:] }
+
+// ContextFor is the context of proxy's generated resources that have no
+// direction: GATEWAY for routers, SIDECAR_OUTBOUND otherwise.
+func ContextFor(proxy *model.Proxy) Context {
+	if proxy.Type == model.Router {
+		return Gateway
+	}
+	return SidecarOutbound
+}

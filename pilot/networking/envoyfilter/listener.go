@@ -22,16 +22,18 @@ const (
 // listenerKinds are the applyTo kinds patched inside a listener, in the
 // order Istio applies them. Route kinds patch route configurations inline
 // in an HTTP connection manager.
-var listenerKinds = [...]applyTo{
-	networking.EnvoyFilter_LISTENER, networking.EnvoyFilter_LISTENER_FILTER, networking.EnvoyFilter_FILTER_CHAIN,
-	networking.EnvoyFilter_NETWORK_FILTER, networking.EnvoyFilter_HTTP_FILTER,
-	networking.EnvoyFilter_ROUTE_CONFIGURATION, networking.EnvoyFilter_VIRTUAL_HOST, networking.EnvoyFilter_HTTP_ROUTE,
+func listenerKinds() [8]applyTo {
+	return [...]applyTo{
+		networking.EnvoyFilter_LISTENER, networking.EnvoyFilter_LISTENER_FILTER, networking.EnvoyFilter_FILTER_CHAIN,
+		networking.EnvoyFilter_NETWORK_FILTER, networking.EnvoyFilter_HTTP_FILTER,
+		networking.EnvoyFilter_ROUTE_CONFIGURATION, networking.EnvoyFilter_VIRTUAL_HOST, networking.EnvoyFilter_HTTP_ROUTE,
+	}
 }
 
 // listenerSteps are the patches of ctx that may change a listener, in order.
 func (ps *Patches) listenerSteps(ctx Context) []*patch {
 	var steps []*patch
-	for _, k := range listenerKinds {
+	for _, k := range listenerKinds() {
 		for _, p := range ps.of(ctx, k) {
 			if k == networking.EnvoyFilter_LISTENER && p.op == opAdd {
 				continue // AddedListeners

@@ -52,8 +52,9 @@ func RouteInfoFor(name string) RouteInfo {
 	return RouteInfo{}
 }
 
-var routeKinds = [...]applyTo{
-	networking.EnvoyFilter_ROUTE_CONFIGURATION, networking.EnvoyFilter_VIRTUAL_HOST, networking.EnvoyFilter_HTTP_ROUTE,
+// routeKinds are the applyTo kinds of route configurations, in order.
+func routeKinds() [3]applyTo {
+	return [...]applyTo{networking.EnvoyFilter_ROUTE_CONFIGURATION, networking.EnvoyFilter_VIRTUAL_HOST, networking.EnvoyFilter_HTTP_ROUTE}
 }
 
 // RouteConfiguration returns rc patched for ctx: rc itself when nothing
@@ -63,7 +64,7 @@ func (ps *Patches) RouteConfiguration(ctx Context, rc *routev3.RouteConfiguratio
 		return rc
 	}
 	var steps []*patch
-	for _, k := range routeKinds {
+	for _, k := range routeKinds() {
 		steps = append(steps, ps.of(ctx, k)...)
 	}
 	out, ok := run(ps, "route configuration "+rc.GetName(), rc, steps, func(rc *routev3.RouteConfiguration, p *patch) (outcome, error) {
