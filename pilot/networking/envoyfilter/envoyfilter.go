@@ -16,6 +16,7 @@
 package envoyfilter
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -140,9 +141,9 @@ func Compile(filters []model.Config, root string, rep Reporter) *Index {
 			}
 		}
 		for j, cp := range ef.GetConfigPatches() {
-			p, err := compilePatch(f, j, cp)
+			p, field, err := compilePatch(f, j, cp)
 			if err != nil {
-				idx.report(f, fmt.Sprintf("configPatches[%d]", j), err)
+				idx.report(f, fmt.Sprintf("configPatches[%d].%s", j, field), err)
 				continue
 			}
 			if p != nil {
@@ -172,33 +173,39 @@ func (idx *Index) before(a, b *filter) bool {
 	return a.name < b.name
 }
 
-// compilePatch checks and parses one configPatch. It returns nil, nil for
-// a patch that can never apply here (WAYPOINT context) and an error naming
-// the field for one that is wrong or unsupported.
-func compilePatch(f *filter, i int, cp *networking.EnvoyFilter_EnvoyConfigObjectPatch) (*patch, error) {
+// compilePatch checks and parses one configPatch. It returns nil for a
+// patch that can never apply here (WAYPOINT context), and the field at
+// fault with an error for one that is wrong or unsupported.
+func compilePatch(f *filter, i int, cp *networking.EnvoyFilter_EnvoyConfigObjectPatch) (*patch, string, error) {
 	p := &patch{f: f, index: i, spec: cp, match: cp.GetMatch(), op: cp.GetPatch().GetOperation()}
 	if p.match.GetContext() == networking.EnvoyFilter_WAYPOINT {
-		return nil, nil // no waypoints here
+		return nil, "", nil // no waypoints here
+	}
+	switch cp.GetApplyTo() {
+	case networking.EnvoyFilter_BOOTSTRAP:
+		return nil, "applyTo", errors.New("BOOTSTRAP patches are applied by Istio's agent; not supported")
+	case networking.EnvoyFilter_EXTENSION_CONFIG:
+		return nil, "applyTo", errors.New("EXTENSION_CONFIG needs ECDS, which meshpilot does not serve; not supported")
 	}
 	if v := p.match.GetProxy().GetProxyVersion(); v != "" {
 		re, err := regexp.Compile(v)
 		if err != nil {
-			return nil, fmt.Errorf("match.proxy.proxyVersion: %w", err)
+			return nil, "match.proxy.proxyVersion", err
 		}
 		p.version = re
 	}
 	if !supported(cp.GetApplyTo(), p.op) {
-		return nil, fmt.Errorf("patch.operation: %s is not supported for applyTo %s", p.op, cp.GetApplyTo())
+		return nil, "patch.operation", fmt.Errorf("%s is not supported for applyTo %s", p.op, cp.GetApplyTo())
 	}
 	if p.op == networking.EnvoyFilter_Patch_REMOVE {
-		return p, nil
+		return p, "", nil
 	}
 	v, err := parseValue(cp.GetApplyTo(), cp.GetPatch().GetValue())
 	if err != nil {
-		return nil, fmt.Errorf("patch.value: %w", err)
+		return nil, "patch.value", err
 	}
 	p.value = v
-	return p, nil
+	return p, "", nil
 }
 
 // report logs problem once per (filter, where, problem) and records an error status.
