@@ -64,7 +64,9 @@ func TestListenerPatches(t *testing.T) {
     - applyTo: LISTENER
       match: {listener: {portNumber: 9999}}
       patch: {operation: REMOVE}`,
-			check: func(t *testing.T, l *listenerv3.Listener) { eq(t, "chains", names(l.FilterChains), []string{"http", "tls"}) }},
+			check: func(t *testing.T, l *listenerv3.Listener) {
+				eq(t, "chains", names(l.FilterChains), []string{"http", "tls"})
+			}},
 		{name: "LISTENER_FILTER ADD", patches: `
     - applyTo: LISTENER_FILTER
       patch:
@@ -136,7 +138,9 @@ func TestListenerPatches(t *testing.T) {
           name: extra
           filter_chain_match: {server_names: [extra.example.com]}
           filters: [{name: envoy.filters.network.tcp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: x, cluster: x}}]`,
-			check: func(t *testing.T, l *listenerv3.Listener) { eq(t, "chains", names(l.FilterChains), []string{"http", "tls", "extra"}) }},
+			check: func(t *testing.T, l *listenerv3.Listener) {
+				eq(t, "chains", names(l.FilterChains), []string{"http", "tls", "extra"})
+			}},
 		{name: "FILTER_CHAIN REMOVE by sni", patches: `
     - applyTo: FILTER_CHAIN
       match: {listener: {filterChain: {sni: a.example.com}}}
@@ -158,7 +162,9 @@ func TestListenerPatches(t *testing.T) {
     - applyTo: FILTER_CHAIN
       match: {listener: {filterChain: {name: nope}}}
       patch: {operation: REMOVE}`,
-			check: func(t *testing.T, l *listenerv3.Listener) { eq(t, "chains", names(l.FilterChains), []string{"http", "tls"}) }},
+			check: func(t *testing.T, l *listenerv3.Listener) {
+				eq(t, "chains", names(l.FilterChains), []string{"http", "tls"})
+			}},
 		{name: "NETWORK_FILTER INSERT_BEFORE", patches: `
     - applyTo: NETWORK_FILTER
       match: {listener: {filterChain: {filter: {name: envoy.filters.network.tcp_proxy}}}}
