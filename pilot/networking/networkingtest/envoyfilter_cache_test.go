@@ -138,3 +138,29 @@ func TestEnvoyFilterCache(t *testing.T) {
 		t.Error("the compiled EnvoyFilters were rebuilt though they did not change")
 	}
 }
+
+// meshWideFilter is a root-namespace EnvoyFilter putting a header-mutation
+// filter first in every HTTP connection manager.
+func meshWideFilter(t testing.TB) model.Config {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(`
+configPatches:
+- applyTo: HTTP_FILTER
+  match: {listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager}}}}
+  patch:
+    operation: INSERT_FIRST
+    value:
+      name: envoy.filters.http.header_mutation
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+        mutations: {request_mutations: [{remove: x-debug}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef := &networking.EnvoyFilter{}
+	if err := protojson.Unmarshal(js, ef); err != nil {
+		t.Fatal(err)
+	}
+	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Name: "header-fix", Namespace: "istio-system", ResourceVersion: "1"}, Spec: ef}
+}
