@@ -17,7 +17,7 @@ func (ps *Patches) Cluster(ctx Context, c *clusterv3.Cluster) (out *clusterv3.Cl
 	}
 	var steps []*patch
 	for _, p := range ps.of(ctx, networking.EnvoyFilter_CLUSTER) {
-		if p.op != opAdd {
+		if p.op != opAdd && clusterMatches(c.GetName(), p.match.GetCluster()) {
 			steps = append(steps, p)
 		}
 	}

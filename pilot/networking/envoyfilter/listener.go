@@ -30,18 +30,49 @@ func listenerKinds() [8]applyTo {
 	}
 }
 
-// listenerSteps are the patches of ctx that may change a listener, in order.
-func (ps *Patches) listenerSteps(ctx Context) []*patch {
+// listenerSteps are the patches of ctx that may change l, in order. The
+// checks are cheap ones, so that listeners no patch touches are neither
+// copied nor validated.
+func (ps *Patches) listenerSteps(ctx Context, l *listenerv3.Listener) []*patch {
 	var steps []*patch
 	for _, k := range listenerKinds() {
 		for _, p := range ps.of(ctx, k) {
 			if k == networking.EnvoyFilter_LISTENER && p.op == opAdd {
 				continue // AddedListeners
 			}
-			steps = append(steps, p)
+			if mayPatchListener(l, p) {
+				steps = append(steps, p)
+			}
 		}
 	}
 	return steps
+}
+
+// mayPatchListener reports whether p may change l: its listener matches
+// and, for patches inside filter chains, some chain matches (and, for
+// HTTP filters and routes, has an HTTP connection manager).
+func mayPatchListener(l *listenerv3.Listener, p *patch) bool {
+	if !listenerMatches(l, p) {
+		return false
+	}
+	switch p.applyTo() {
+	case networking.EnvoyFilter_LISTENER, networking.EnvoyFilter_LISTENER_FILTER, networking.EnvoyFilter_FILTER_CHAIN:
+		return true
+	}
+	for _, fc := range chains(l) {
+		if !filterChainMatches(l, fc, p) {
+			continue
+		}
+		if p.applyTo() == networking.EnvoyFilter_NETWORK_FILTER {
+			return true
+		}
+		for _, f := range fc.GetFilters() {
+			if canonicalFilterName(f.GetName()) == hcmName {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Listener returns l patched for ctx: l itself when nothing applies, a
@@ -50,7 +81,7 @@ func (ps *Patches) Listener(ctx Context, l *listenerv3.Listener) (out *listenerv
 	if ps == nil {
 		return l, true
 	}
-	return run(ps, "listener "+l.GetName(), l, ps.listenerSteps(ctx), func(l *listenerv3.Listener, p *patch) (outcome, error) {
+	return run(ps, "listener "+l.GetName(), l, ps.listenerSteps(ctx, l), func(l *listenerv3.Listener, p *patch) (outcome, error) {
 		return ps.patchListener(ctx, l, p)
 	})
 }

@@ -65,7 +65,11 @@ func (ps *Patches) RouteConfiguration(ctx Context, rc *routev3.RouteConfiguratio
 	}
 	var steps []*patch
 	for _, k := range routeKinds() {
-		steps = append(steps, ps.of(ctx, k)...)
+		for _, p := range ps.of(ctx, k) {
+			if routeConfigMatches(rc, info, p) {
+				steps = append(steps, p)
+			}
+		}
 	}
 	out, ok := run(ps, "route configuration "+rc.GetName(), rc, steps, func(rc *routev3.RouteConfiguration, p *patch) (outcome, error) {
 		prc, o, err := ps.patchRouteConfig(ctx, rc, info, p)
