@@ -78,7 +78,7 @@ var deniedAccess = []access{
 	{"networking.istio.io", "virtualservices", "create", "default"},
 	{"networking.istio.io", "virtualservices", "delete", "default"},
 	{"telemetry.istio.io", "telemetries", "list", ""},
-	{"networking.istio.io", "envoyfilters", "list", ""},
+	{"networking.istio.io", "workloadgroups", "list", ""},
 	{"rbac.authorization.k8s.io", "clusterroles", "list", ""},
 	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create", ""},
 	{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "delete", ""},
