@@ -115,9 +115,10 @@ func insertAt[T any](list []T, i int, v T) []T {
 	return list
 }
 
-// listOp applies a filter-list operation (ADD, INSERT_*, REPLACE, REMOVE,
-// MERGE) of p to list, whose elements match says p names. mergeInto merges
-// p's value into a copy of an element.
+// listOp applies a list operation (ADD, INSERT_*, REPLACE, REMOVE, MERGE)
+// of p to list, whose elements match says p names: INSERT_BEFORE and
+// REPLACE act at the first match, INSERT_AFTER after the last, REMOVE and
+// MERGE on every match (MERGE on copies). On error list is returned as it was.
 func listOp[T proto.Message](list []T, p *patch, match func(T) bool) ([]T, outcome, error) {
 	val := func() T { return proto.Clone(p.value).(T) }
 	first, last := -1, -1
