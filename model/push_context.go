@@ -102,6 +102,10 @@ type PushContext struct {
 	// credentialAccess is env.CredentialAccess (credentials.go).
 	secrets          SecretSnapshot
 	credentialAccess CredentialAccess
+	// envoyFilters are the EnvoyFilters; envoyFilterSlot their compiled
+	// form, shared with the snapshots that have the same ones (envoy_filter.go).
+	envoyFilters    []Config
+	envoyFilterSlot *envoyFilterSlot
 }
 
 // NewPushContext builds a snapshot from env. When prev and req are given,
@@ -167,6 +171,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		pc.proxyConfigs = NewProxyConfigs(pc.RootNamespace, env.ConfigStore.List(KindProxyConfig))
 	}
 	pc.security = securityPoliciesFor(env, prev, req, reuse)
+	pc.initEnvoyFilters(env, prev, req, reuse)
 	return pc
 }
 

@@ -27,6 +27,10 @@ type XDSCacheKey struct {
 	// Scope holds any other per-proxy input (the proxy's namespace for
 	// route configurations).
 	Scope string
+	// EnvoyFilters identifies the EnvoyFilter patches applied to the
+	// content (their names and versions); "" when none applies. Proxies
+	// with the same patches share the entry.
+	EnvoyFilters string
 }
 
 // XDSCacheOptions configure an XDSCache. Every field is optional.

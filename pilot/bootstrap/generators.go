@@ -6,12 +6,14 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/endpoint"
+	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
 	"github.com/meshpilot/meshpilot/pilot/networking/grpcgen"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
 	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	"github.com/meshpilot/meshpilot/xds"
+	"github.com/meshpilot/meshpilot/xds/monitoring"
 )
 
 // generatorTable is the one place that says which generator serves which
@@ -19,21 +21,28 @@ import (
 // EDS and SDS and differ in LDS and RDS; credentialName secrets go over SDS
 // from the PushContext's Secret snapshot, other namespaces' only as its
 // CredentialAccess allows.
-func generatorTable(log *slog.Logger) xds.GeneratorTable {
+//
+// EnvoyFilter patches are applied by the CDS, LDS and RDS generators, which
+// report skipped patches in the log and pilot_envoy_filter_status.
+func generatorTable(log *slog.Logger, metrics *monitoring.Metrics) xds.GeneratorTable {
 	sds := secret.Generator{Logger: log.With("generator", "sds")}
+	ef := envoyfilter.Reporter{Log: log.With("component", "envoyfilter")}
+	if metrics != nil {
+		ef.Status = metrics.RecordEnvoyFilterStatus
+	}
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
-			model.ClusterType:  cluster.Generator{},
+			model.ClusterType:  cluster.Generator{EnvoyFilters: ef},
 			model.EndpointType: endpoint.Generator{},
-			model.ListenerType: listener.Generator{},
-			model.RouteType:    route.Generator{},
+			model.ListenerType: listener.Generator{EnvoyFilters: ef},
+			model.RouteType:    route.Generator{EnvoyFilters: ef},
 			model.SecretType:   sds,
 		},
 		Router: map[string]model.Generator{
-			model.ClusterType:  cluster.Generator{},
+			model.ClusterType:  cluster.Generator{EnvoyFilters: ef},
 			model.EndpointType: endpoint.Generator{},
-			model.ListenerType: gateway.ListenerGenerator{},
-			model.RouteType:    gateway.RouteGenerator{},
+			model.ListenerType: gateway.ListenerGenerator{EnvoyFilters: ef},
+			model.RouteType:    gateway.RouteGenerator{EnvoyFilters: ef},
 			model.SecretType:   sds,
 		},
 		GRPC: grpcgen.Generators(),

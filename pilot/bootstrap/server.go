@@ -103,7 +103,7 @@ func NewServer(opts Options) (*Server, error) {
 		CredentialAccess: sources.credentialAccess(),
 	}
 	var s *Server
-	ds := xds.NewDiscoveryServer(env, generatorTable(log), xds.Options{
+	ds := xds.NewDiscoveryServer(env, generatorTable(log, metrics), xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		VerifiedIdentity:  verifiedIdentity,
 		Log:               log.With("component", "xds"),

@@ -60,6 +60,10 @@ type Metrics struct {
 	// set in the current config that meshpilot does not (or only partly)
 	// carry out, per config source ("file", "kubernetes"); no Istio equivalent.
 	UnsupportedFields *prometheus.GaugeVec
+	// EnvoyFilterStatus is pilot_envoy_filter_status{name, status}: 1 once
+	// a patch of EnvoyFilter name ("namespace/name") was applied
+	// (status "applied") or skipped because it could not be (status "error").
+	EnvoyFilterStatus *prometheus.GaugeVec
 }
 
 // convergenceBuckets are Istio's buckets for pilot_proxy_convergence_time.
@@ -139,6 +143,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "meshpilot_config_unsupported_fields",
 			Help: "Fields set in the current configuration that meshpilot does not or only partly support (docs/istio-api-support.md).",
 		}, []string{"source"}),
+		EnvoyFilterStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pilot_envoy_filter_status", Help: "Status of Envoy filters whether it was applied or errored.",
+		}, []string{"name", "status"}),
 	}
 	for _, t := range []string{"cds", "eds", "lds", "rds"} {
 		m.Rejects[t] = prometheus.NewCounter(prometheus.CounterOpts{
@@ -148,6 +155,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.XDSClients, m.Pushes, m.ConvergenceTime, m.PushTriggers, m.DebounceTime,
 		m.PushContextInitTime, m.TotalRejects, m.ExpiredNonce, m.Services, m.PushTime, m.SendTime,
 		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.WriteTimeouts, m.UnansweredBytes, m.ConfigErrors, m.UnsupportedFields, m.XDSCacheReads, m.XDSCacheSize,
+		m.EnvoyFilterStatus,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range m.Rejects {
 		reg.MustRegister(c)
@@ -161,4 +169,10 @@ func (m *Metrics) RecordReject(shortType string) {
 	if c, ok := m.Rejects[shortType]; ok {
 		c.Inc()
 	}
+}
+
+// RecordEnvoyFilterStatus sets pilot_envoy_filter_status for an EnvoyFilter
+// ("namespace/name") and status ("applied" or "error").
+func (m *Metrics) RecordEnvoyFilterStatus(name, status string) {
+	m.EnvoyFilterStatus.WithLabelValues(name, status).Set(1)
 }

@@ -47,7 +47,7 @@ const (
 // loader decodes and validates them so that a directory holding them loads
 // as a cluster would take it.
 const (
-	KindEnvoyFilter      model.Kind = "EnvoyFilter"
+	KindEnvoyFilter                 = model.KindEnvoyFilter
 	KindProxyConfig                 = model.KindProxyConfig
 	KindWorkloadGroup    model.Kind = "WorkloadGroup"
 	KindTelemetry        model.Kind = "Telemetry"

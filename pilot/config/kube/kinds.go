@@ -69,6 +69,11 @@ var kinds = []kindInfo{
 			return f.Networking().V1().Sidecars().Informer()
 		},
 		converter(model.KindSidecar, func(o *networkingv1.Sidecar) proto.Message { return &o.Spec })},
+	{model.KindEnvoyFilter, "envoyfilters.networking.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Networking().V1alpha3().EnvoyFilters().Informer()
+		},
+		converter(model.KindEnvoyFilter, func(o *networkingv1alpha3.EnvoyFilter) proto.Message { return &o.Spec })},
 	{file.KindPeerAuthentication, "peerauthentications.security.istio.io",
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Security().V1().PeerAuthentications().Informer()
@@ -88,11 +93,6 @@ var kinds = []kindInfo{
 	// and its unsupported fields warned about (support.Check), as in file
 	// mode, rather than ignored without a word; generators read those they
 	// support.
-	{file.KindEnvoyFilter, "envoyfilters.networking.istio.io",
-		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
-			return f.Networking().V1alpha3().EnvoyFilters().Informer()
-		},
-		converter(file.KindEnvoyFilter, func(o *networkingv1alpha3.EnvoyFilter) proto.Message { return &o.Spec })},
 	{file.KindProxyConfig, "proxyconfigs.networking.istio.io",
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Networking().V1beta1().ProxyConfigs().Informer()

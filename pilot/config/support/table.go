@@ -16,7 +16,8 @@ const (
 	grpcOnly = "proxyless gRPC: ignored, warned by the gRPC generator"
 )
 
-// buildTable is the support table, read from the generators:
+// buildTable is the support table, read from the generators and
+// pilot/networking/envoyfilter (EnvoyFilter):
 // pilot/networking/route (VirtualService http), cluster (DestinationRule),
 // listener and model.SidecarScope (Sidecar), gateway (Gateway, VirtualService
 // gateways and tls), authn and authz (PeerAuthentication,
@@ -35,8 +36,8 @@ func buildTable() map[string][]Field {
 		"AuthorizationPolicy":   authorizationPolicy(),
 		"RequestAuthentication": requestAuthentication(),
 		"ProxyConfig":           proxyConfig(),
+		"EnvoyFilter":           envoyFilter(),
 		// Kinds the config sources accept and validate but no generator reads.
-		"EnvoyFilter":      unconsumed(&networking.EnvoyFilter{}),
 		"WorkloadGroup":    unconsumed(&networking.WorkloadGroup{}),
 		"Telemetry":        unconsumed(&telemetry.Telemetry{}),
 		"WasmPlugin":       unconsumed(&extensions.WasmPlugin{}),
@@ -270,5 +271,29 @@ func requestAuthentication() []Field {
 		{"spec.jwtRules[].outputClaimToHeaders", Supported, ""},
 		{"spec.jwtRules[].timeout", Supported, "the JWKS fetch timeout (default 5s)"},
 		{"spec.jwtRules[].spaceDelimitedClaims", Supported, "added to scope and permission"},
+	}
+}
+
+// envoyFilter is read by pilot/networking/envoyfilter; a patch it cannot
+// carry out is logged (WARN, object and field named), counted in
+// pilot_envoy_filter_status{status="error"} and skipped.
+func envoyFilter() []Field {
+	return []Field{
+		{"spec.workloadSelector", Supported, "root-namespace filters apply in every namespace, others in their own"},
+		{"spec.targetRefs", Partial, "kind Gateway (gateway.networking.k8s.io) only, by the gateway-name label of its pods; GatewayClass, Service and ServiceEntry targets select nothing"},
+		{"spec.priority", Supported, "order: priority, then root namespace first, then creation time, then name"},
+		{"spec.configPatches", Supported, "applied after generation, before marshalling; a result that fails Envoy validation keeps the resource without that patch"},
+		{"spec.configPatches[].applyTo", Supported, "LISTENER, FILTER_CHAIN, NETWORK_FILTER, HTTP_FILTER, LISTENER_FILTER, ROUTE_CONFIGURATION, VIRTUAL_HOST, HTTP_ROUTE, CLUSTER; EXTENSION_CONFIG (no ECDS) and BOOTSTRAP (agent-side in Istio) are reported and skipped"},
+		{"spec.configPatches[].match.context", Supported, "SIDECAR_INBOUND, SIDECAR_OUTBOUND, GATEWAY, ANY; WAYPOINT patches never apply (no waypoints)"},
+		{"spec.configPatches[].match.proxy.proxyVersion", Supported, "RE2 against ISTIO_VERSION"},
+		{"spec.configPatches[].match.proxy.metadata", Partial, "only the node metadata keys meshpilot decodes (NAMESPACE, ISTIO_VERSION, CLUSTER_ID, SERVICE_ACCOUNT, INTERCEPTION_MODE, WORKLOAD_NAME, GENERATOR, MESH_ID, POD_PORTS); other keys never match"},
+		{"spec.configPatches[].match.listener.portName", Unsupported, "Istio does not implement it either"},
+		{"spec.configPatches[].match.listener.filterChain", Supported, "name, sni, transportProtocol, applicationProtocols (all listed), destinationPort, filter.name, filter.subFilter.name"},
+		{"spec.configPatches[].match.routeConfiguration", Supported, "RDS route configurations and the inline ones of inbound connection managers; portNumber, name, gateway and portName (gateway routes), vhost.name, vhost.route.name and action"},
+		{"spec.configPatches[].match.cluster", Supported, "name, or service, portNumber and subset of outbound|PORT|SUBSET|HOST clusters"},
+		{"spec.configPatches[].match.waypoint", Unsupported, "no waypoint proxies"},
+		{"spec.configPatches[].patch.operation", Supported, "as Istio per applyTo: MERGE, ADD, REMOVE, INSERT_BEFORE, INSERT_AFTER, INSERT_FIRST, REPLACE; MERGE_AND_REPLACE_LIST and others are reported and skipped"},
+		{"spec.configPatches[].patch.value", Supported, "the Envoy proto of applyTo in YAML/JSON; Any @type resolved by the registered go-control-plane and xDS types; MERGE merges same-type Any configs field by field"},
+		{"spec.configPatches[].patch.filterClass", Unsupported, "the filter is placed as operation says"},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
@@ -23,7 +24,15 @@ import (
 // the service's endpoints change. The built-in clusters are cached under one key that only a
 // mesh-wide invalidation drops. Inbound clusters are per proxy and built
 // fresh.
-type Generator struct{}
+//
+// EnvoyFilter CLUSTER patches are applied to every cluster before it is
+// marshalled (SIDECAR_OUTBOUND, or GATEWAY for routers; SIDECAR_INBOUND
+// for inbound clusters), and the clusters they ADD come last; cache keys
+// name the patches, so proxies with the same EnvoyFilters share entries.
+type Generator struct {
+	// EnvoyFilters receives what happens to EnvoyFilter patches.
+	EnvoyFilters envoyfilter.Reporter
+}
 
 var _ model.PartialGenerator = Generator{}
 
@@ -33,13 +42,14 @@ var builtinKey = model.XDSCacheKey{Type: model.ClusterType, Name: "builtin"}
 // Generate returns every cluster of proxy (CDS is always a full, wildcard
 // answer: Envoy subscribes to all clusters): the outbound clusters in
 // service hostname order, then the inbound and built-in clusters.
-func (Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	cache := push.XDSCache()
 	timeout := ConnectTimeout(push.Mesh)
 	services := push.ServicesFor(proxy)
 	out := make(model.Resources, 0, 2*len(services)+8)
+	pt := newPatching(proxy, push, g.EnvoyFilters)
 	for _, svc := range services {
-		res, err := serviceResources(proxy, push, cache, svc, timeout)
+		res, err := serviceResources(proxy, push, cache, svc, timeout, pt)
 		if err != nil {
 			return nil, err
 		}
@@ -49,34 +59,78 @@ func (Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
 	}
+	inbound = pt.patches.Clusters(envoyfilter.SidecarInbound, inbound)
 	res, err := resource.MarshalAll(inbound, clusterName)
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: inbound: %w", proxy.ID, err)
 	}
 	out = append(out, res...)
-	builtin, ok := cache.Get(builtinKey)
+	bKey := builtinKey
+	bKey.EnvoyFilters = pt.key
+	builtin, ok := cache.Get(bKey)
 	if !ok {
 		tok := cache.Token(push)
-		if builtin, err = resource.MarshalAll(BuiltinClusters(timeout), clusterName); err != nil {
+		if builtin, err = resource.MarshalAll(pt.patches.Clusters(pt.ctx, BuiltinClusters(timeout)), clusterName); err != nil {
 			return nil, fmt.Errorf("cds for %s: built-in clusters: %w", proxy.ID, err)
 		}
-		cache.Add(builtinKey, nil, tok, builtin)
+		cache.Add(bKey, nil, tok, builtin)
 	}
-	return append(out, builtin...), nil
+	out = append(out, builtin...)
+	return appendAdded(out, pt)
+}
+
+// patching is the EnvoyFilter patches of one proxy's CDS answer: ctx is
+// its outbound context and key the cache key part of its patches.
+type patching struct {
+	patches *envoyfilter.Patches
+	ctx     envoyfilter.Context
+	key     string
+}
+
+func newPatching(proxy *model.Proxy, push *model.PushContext, rep envoyfilter.Reporter) patching {
+	ps := envoyfilter.For(proxy, push, rep)
+	ctx := envoyfilter.ContextFor(proxy)
+	return patching{patches: ps, ctx: ctx, key: ps.KeyFor(ctx, networking.EnvoyFilter_CLUSTER)}
+}
+
+// appendAdded appends the clusters CLUSTER ADD patches create, skipping
+// names already served.
+func appendAdded(out model.Resources, pt patching) (model.Resources, error) {
+	extra := pt.patches.AddedClusters(pt.ctx)
+	if len(extra) == 0 {
+		return out, nil
+	}
+	seen := make(map[string]bool, len(out))
+	for _, r := range out {
+		seen[r.GetName()] = true
+	}
+	for _, c := range extra {
+		if seen[c.GetName()] {
+			continue
+		}
+		seen[c.GetName()] = true
+		r, err := resource.Marshal(c.GetName(), c)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.GetName(), err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // GenerateServices returns the outbound clusters of the services in hosts
 // the proxy sees (none for a host it does not see or that is gone).
-func (Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, hosts map[string]struct{}) (model.Resources, error) {
+func (g Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, hosts map[string]struct{}) (model.Resources, error) {
 	cache := push.XDSCache()
 	timeout := ConnectTimeout(push.Mesh)
+	pt := newPatching(proxy, push, g.EnvoyFilters)
 	var out model.Resources
 	for h := range hosts {
 		svc := push.VisibleService(proxy, h)
 		if svc == nil {
 			continue
 		}
-		res, err := serviceResources(proxy, push, cache, svc, timeout)
+		res, err := serviceResources(proxy, push, cache, svc, timeout, pt)
 		if err != nil {
 			return nil, err
 		}
@@ -87,9 +141,10 @@ func (Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, _
 
 // serviceResources returns the marshalled outbound clusters of svc for
 // proxy, from the cache when it holds them.
-func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, svc *model.Service, timeout *durationpb.Duration) (model.Resources, error) {
+func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, svc *model.Service, timeout *durationpb.Duration,
+	pt patching) (model.Resources, error) {
 	dr := push.DestinationRuleFor(proxy, svc)
-	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname}
+	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname, EnvoyFilters: pt.key}
 	if dr != nil {
 		key.Config = dr.Key()
 	}
@@ -101,6 +156,7 @@ func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
 	}
+	cs = pt.patches.Clusters(pt.ctx, cs)
 	res, err := resource.MarshalAll(cs, clusterName)
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: service %s: %w", proxy.ID, svc.Hostname, err)

@@ -11,6 +11,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
@@ -26,14 +27,21 @@ import (
 // changes (a new object may bind to the gateway, so no finer dependency is
 // safe). Listeners name credentials by SDS resource name only, so a Secret
 // change leaves them cached and pushes SDS alone.
+//
+// EnvoyFilter patches (GATEWAY context) are applied after the listeners
+// are built; the cache key names the patches.
 type ListenerGenerator struct {
 	Logger *slog.Logger
+	// EnvoyFilters receives what happens to EnvoyFilter patches.
+	EnvoyFilters envoyfilter.Reporter
 }
 
 // RouteGenerator serves RDS to router proxies (BuildRouteConfiguration),
 // cached as ListenerGenerator says. Logger may be nil (no logs).
 type RouteGenerator struct {
 	Logger *slog.Logger
+	// EnvoyFilters receives what happens to EnvoyFilter patches.
+	EnvoyFilters envoyfilter.Reporter
 }
 
 var (
@@ -82,12 +90,14 @@ func cacheScope(proxy *model.Proxy) string {
 // Generate returns the gateway listeners of proxy (LDS is a wildcard subscription).
 func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	cache := push.XDSCache()
-	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName, Scope: cacheScope(proxy)}
+	patches := envoyfilter.For(proxy, push, g.EnvoyFilters)
+	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName, Scope: cacheScope(proxy),
+		EnvoyFilters: patches.KeyFor(envoyfilter.Gateway, envoyfilter.ListenerKinds()...)}
 	if res, ok := cache.Get(key); ok {
 		return slices.Clone(res), nil
 	}
 	tok := cache.Token(push)
-	ls := BuildListeners(proxy, push, logger(g.Logger, proxy))
+	ls := patches.Listeners(envoyfilter.Gateway, BuildListeners(proxy, push, logger(g.Logger, proxy)))
 	out := make(model.Resources, 0, len(ls))
 	for _, l := range ls {
 		r, err := resource.Marshal(l.Name, l)
@@ -110,15 +120,17 @@ func (g RouteGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w 
 	sort.Strings(names)
 	cache := push.XDSCache()
 	scope := cacheScope(proxy)
+	patches := envoyfilter.For(proxy, push, g.EnvoyFilters)
+	efKey := patches.KeyFor(envoyfilter.Gateway, envoyfilter.RouteKinds()...)
 	out := make(model.Resources, 0, len(names))
 	for _, n := range names {
-		key := model.XDSCacheKey{Type: model.RouteType, Name: n, Scope: scope}
+		key := model.XDSCacheKey{Type: model.RouteType, Name: n, Scope: scope, EnvoyFilters: efKey}
 		if res, ok := cache.Get(key); ok {
 			out = append(out, res[0])
 			continue
 		}
 		tok := cache.Token(push)
-		rc := BuildRouteConfiguration(proxy, push, n, log)
+		rc := patches.RouteConfiguration(envoyfilter.Gateway, BuildRouteConfiguration(proxy, push, n, log), envoyfilter.RouteInfoFor(n))
 		r, err := resource.Marshal(n, rc)
 		if err != nil {
 			return nil, fmt.Errorf("rds for %s: route %s: %w", proxy.ID, n, err)

@@ -8,7 +8,10 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	networking "istio.io/api/networking/v1alpha3"
+
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
@@ -24,8 +27,15 @@ import (
 // depends on the mesh only. virtualInbound (and the real inbound listeners
 // of Sidecar ingress ports with captureMode NONE) is per proxy and built
 // fresh.
+//
+// EnvoyFilter patches are applied to every listener after it is built and
+// before it is marshalled; cached listeners are keyed by the patches that
+// apply to them too (envoyfilter.Patches.Key), so proxies with the same
+// EnvoyFilters share them.
 type Generator struct {
 	Logger *slog.Logger
+	// EnvoyFilters receives what happens to EnvoyFilter patches.
+	EnvoyFilters envoyfilter.Reporter
 }
 
 var _ model.Generator = Generator{}
@@ -33,7 +43,8 @@ var _ model.Generator = Generator{}
 var virtualOutboundKey = model.XDSCacheKey{Type: model.ListenerType, Name: VirtualOutbound}
 
 // Generate returns every listener of proxy (LDS is a wildcard
-// subscription): virtualOutbound, virtualInbound, then the outbound ones.
+// subscription): virtualOutbound, virtualInbound, then the outbound ones,
+// then those EnvoyFilters add.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	log := g.Logger
 	if log == nil {
@@ -43,11 +54,14 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	cache := push.XDSCache()
 	specs := outboundListeners(proxy, push, log)
 	out := make(model.Resources, 0, len(specs)+2)
+	patches := envoyfilter.For(proxy, push, g.EnvoyFilters)
+	outKey := patches.KeyFor(envoyfilter.SidecarOutbound, envoyfilter.ListenerKinds()...)
 
 	// The Sidecar's outboundTrafficPolicy, else the mesh's, picks the catch-all.
 	allowAny := push.SidecarScope(proxy).AllowAny()
 	voKey := virtualOutboundKey
 	voKey.Scope = strconv.FormatBool(allowAny)
+	voKey.EnvoyFilters = outKey
 	vo, ok := cache.Get(voKey)
 	if !ok {
 		tok := cache.Token(push)
@@ -55,11 +69,9 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		r, err := resource.Marshal(l.Name, l)
-		if err != nil {
-			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
+		if vo, err = marshalPatched(patches, envoyfilter.SidecarOutbound, l); err != nil {
+			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		vo = []*discovery.Resource{r}
 		cache.Add(voKey, nil, tok, vo)
 	}
 	out = append(out, vo...)
@@ -69,17 +81,17 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 	}
 	for _, l := range append([]*listenerv3.Listener{vi}, bound...) {
-		r, err := resource.Marshal(l.Name, l)
+		res, err := marshalPatched(patches, envoyfilter.SidecarInbound, l)
 		if err != nil {
-			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
+			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		out = append(out, r)
+		out = append(out, res...)
 	}
 
 	for _, o := range specs {
-		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.cacheScope()}
+		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.cacheScope(), EnvoyFilters: outKey}
 		if res, ok := cache.Get(key); ok {
-			out = append(out, res[0])
+			out = append(out, res...)
 			continue
 		}
 		tok := cache.Token(push)
@@ -87,12 +99,53 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		r, err := resource.Marshal(l.Name, l)
+		res, err := marshalPatched(patches, envoyfilter.SidecarOutbound, l)
 		if err != nil {
-			return nil, fmt.Errorf("lds for %s: listener %s: %w", proxy.ID, l.Name, err)
+			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		cache.Add(key, nil, tok, []*discovery.Resource{r})
-		out = append(out, r)
+		cache.Add(key, nil, tok, res)
+		out = append(out, res...)
+	}
+	return appendAdded(out, patches)
+}
+
+// marshalPatched applies the patches of ctx to l and marshals the result:
+// none when a patch removes it.
+func marshalPatched(patches *envoyfilter.Patches, ctx envoyfilter.Context, l *listenerv3.Listener) ([]*discovery.Resource, error) {
+	l, ok := patches.Listener(ctx, l)
+	if !ok {
+		return []*discovery.Resource{}, nil
+	}
+	r, err := resource.Marshal(l.Name, l)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", l.Name, err)
+	}
+	return []*discovery.Resource{r}, nil
+}
+
+// appendAdded appends the listeners LISTENER ADD patches create (outbound
+// and inbound context), skipping names already served.
+func appendAdded(out model.Resources, patches *envoyfilter.Patches) (model.Resources, error) {
+	if !patches.Has(envoyfilter.SidecarOutbound, networking.EnvoyFilter_LISTENER) &&
+		!patches.Has(envoyfilter.SidecarInbound, networking.EnvoyFilter_LISTENER) {
+		return out, nil
+	}
+	seen := make(map[string]bool, len(out))
+	for _, r := range out {
+		seen[r.GetName()] = true
+	}
+	for _, ctx := range []envoyfilter.Context{envoyfilter.SidecarOutbound, envoyfilter.SidecarInbound} {
+		for _, l := range patches.AddedListeners(ctx) {
+			if seen[l.GetName()] {
+				continue
+			}
+			seen[l.GetName()] = true
+			r, err := resource.Marshal(l.Name, l)
+			if err != nil {
+				return nil, fmt.Errorf("listener %s: %w", l.Name, err)
+			}
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }

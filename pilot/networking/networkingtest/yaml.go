@@ -70,6 +70,8 @@ func specFor(kind model.Kind) proto.Message {
 		return &networking.Gateway{}
 	case model.KindSidecar:
 		return &networking.Sidecar{}
+	case model.KindEnvoyFilter:
+		return &networking.EnvoyFilter{}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
@@ -20,8 +21,13 @@ import (
 // cached per (name, proxy namespace) — plus the proxy's labels when some
 // VirtualService matches on sourceLabels — and dropped whenever any service
 // or VirtualService changes.
+//
+// EnvoyFilter patches (SIDECAR_OUTBOUND) are applied to each route
+// configuration before it is marshalled; the cache key names the patches.
 type Generator struct {
 	Logger *slog.Logger
+	// EnvoyFilters receives what happens to EnvoyFilter patches.
+	EnvoyFilters envoyfilter.Reporter
 }
 
 var _ model.Generator = Generator{}
@@ -46,15 +52,18 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 	sort.Strings(names)
 	cache := push.XDSCache()
 	scope := routeScope(proxy, push)
+	patches := envoyfilter.For(proxy, push, g.EnvoyFilters)
+	efKey := patches.KeyFor(envoyfilter.SidecarOutbound, envoyfilter.RouteKinds()...)
 	out := make(model.Resources, 0, len(names))
 	for _, n := range names {
-		key := model.XDSCacheKey{Type: model.RouteType, Name: n, Scope: scope}
+		key := model.XDSCacheKey{Type: model.RouteType, Name: n, Scope: scope, EnvoyFilters: efKey}
 		if res, ok := cache.Get(key); ok {
 			out = append(out, res[0])
 			continue
 		}
 		tok := cache.Token(push)
 		rc := BuildRouteConfiguration(proxy, push, n, log.With("proxy", proxy.ID))
+		rc = patches.RouteConfiguration(envoyfilter.SidecarOutbound, rc, envoyfilter.RouteInfoFor(n))
 		r, err := resource.Marshal(n, rc)
 		if err != nil {
 			return nil, fmt.Errorf("rds for %s: route %s: %w", proxy.ID, n, err)
