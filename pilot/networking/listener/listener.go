@@ -345,7 +345,6 @@ func outboundHTTP(name, addr string, port uint32, allowAny bool) (*listenerv3.Li
 	return l, nil
 }
 
-
 // outboundTCP is a listener with one tcp_proxy to clusterName (Istio's
 // single-destination case, which also carries the rule's tcp timeouts).
 func outboundTCP(name, addr string, port uint32, clusterName string, t tcpTimeouts) (*listenerv3.Listener, error) {
