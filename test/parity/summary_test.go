@@ -71,7 +71,8 @@ func summarizeListener(l map[string]any) summary {
 	var chains []item
 	addChain := func(prefix string, fc map[string]any) {
 		where := prefix + chainKey(fc)
-		chains = append(chains, item{Name: where})
+		name, match := chainParts(fc)
+		chains = append(chains, item{Name: prefix + name, Detail: match})
 		var network, http []item
 		for _, f := range list(fc["filters"]) {
 			fm := obj(f)
@@ -106,14 +107,24 @@ const hcmType = "type.googleapis.com/envoy.extensions.filters.network.http_conne
 
 // chainKey names a filter chain by its name and its match.
 func chainKey(fc map[string]any) string {
-	name := str(fc["name"])
+	name, match := chainParts(fc)
+	if match == "" {
+		return name
+	}
+	return name + " " + match
+}
+
+// chainParts returns a filter chain's name ("(unnamed)" when empty) and
+// its match as JSON ("" when absent).
+func chainParts(fc map[string]any) (name, match string) {
+	name = str(fc["name"])
 	if name == "" {
 		name = "(unnamed)"
 	}
 	if m := fc["filterChainMatch"]; m != nil {
-		return name + " " + compact(m)
+		match = compact(m)
 	}
-	return name
+	return name, match
 }
 
 func filterItems(fs []any) []item {
