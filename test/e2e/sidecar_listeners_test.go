@@ -56,8 +56,10 @@ spec:
     - "istio-system/*"
 `
 
-// inboundEndpoint describes the endpoint address of a STATIC inbound
-// cluster the client holds: "pipe:PATH", "IP:PORT", or "" when absent.
+// inboundEndpoint describes the endpoint address of an inbound cluster
+// the client holds: "pipe:PATH" or "IP:PORT" (STATIC, a Sidecar ingress
+// listener's defaultEndpoint), "original-dst" (a service's target port),
+// or "" when absent.
 func inboundEndpoint(c *adsc.Client, name string) string {
 	a, ok := c.Resources(model.ClusterType)[name]
 	if !ok {
@@ -66,6 +68,9 @@ func inboundEndpoint(c *adsc.Client, name string) string {
 	var cl clusterv3.Cluster
 	if a.UnmarshalTo(&cl) != nil {
 		return ""
+	}
+	if cl.GetType() == clusterv3.Cluster_ORIGINAL_DST {
+		return "original-dst"
 	}
 	var addr *corev3.Address
 	for _, g := range cl.GetLoadAssignment().GetEndpoints() {
@@ -147,7 +152,7 @@ func TestSidecarIngressAndEgressPorts(t *testing.T) {
 			wait, stop := context.WithTimeout(t.Context(), 20*time.Second)
 			defer stop()
 			if err := c.WaitFor(wait, func(c *adsc.Client) bool {
-				return inboundEndpoint(c, "inbound|9080||") == "127.0.0.1:9080" && inboundEndpoint(c, "inbound|9090||") == ""
+				return inboundEndpoint(c, "inbound|9080||") == "original-dst" && inboundEndpoint(c, "inbound|9090||") == ""
 			}); err != nil {
 				t.Fatalf("removing the Sidecar never reached the proxy: %v (inbound|9080|| now %q)", err, inboundEndpoint(c, "inbound|9080||"))
 			}

@@ -28,8 +28,9 @@ const (
 
 // IstioALPN are the ALPN values Istio sidecars offer on mTLS connections;
 // a PERMISSIVE chain matches them to tell Istio mTLS from an
-// application's own TLS.
-var IstioALPN = []string{"istio-peer-exchange", "istio", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
+// application's own TLS. The order is istiod's (it does not matter to
+// Envoy).
+var IstioALPN = []string{"istio", "istio-peer-exchange", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
 
 // ServerALPN is what the inbound TLS server negotiates.
 var ServerALPN = []string{"h2", "http/1.1"}

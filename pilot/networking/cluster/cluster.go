@@ -315,12 +315,28 @@ func setHTTP2(c *clusterv3.Cluster) error {
 	return nil
 }
 
-// inbound builds "inbound|TARGETPORT||". Istio uses an ORIGINAL_DST cluster
-// here; for a sidecar the original destination of inbound traffic is always
-// the local workload, so a STATIC cluster to 127.0.0.1:TARGETPORT is
-// equivalent and simpler.
+// inbound builds "inbound|TARGETPORT||" as Istio does: an ORIGINAL_DST
+// cluster, so a connection goes on to the address it was sent to (the
+// workload's own IP and target port, not localhost: an application bound
+// to localhost only is not exposed), from 127.0.0.6, the source the
+// sidecar's iptables rules let through without redirecting it again.
+// HTTP/2 upstream for HTTP/2 protocols.
 func inbound(t model.ServiceTarget, timeout *durationpb.Duration) (*clusterv3.Cluster, error) {
-	return staticInbound(t.TargetPort, SocketAddress("127.0.0.1", t.TargetPort), t.Port.Protocol, timeout)
+	c := &clusterv3.Cluster{
+		Name:           clustername.Build(clustername.Inbound, "", "", t.TargetPort),
+		ConnectTimeout: timeout,
+		UpstreamBindConfig: &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
+			Address:       inboundPassthroughSource,
+			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
+		}},
+	}
+	setOriginalDst(c)
+	if t.Port.Protocol.IsHTTP2() {
+		if err := setHTTP2(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // ingressCluster builds "inbound|PORT||" of a Sidecar ingress listener: a

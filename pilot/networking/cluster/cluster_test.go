@@ -55,7 +55,7 @@ func TestBuildStandard(t *testing.T) {
 		"outbound|80||" + nt.ExternalHost:    {clusterv3.Cluster_STRICT_DNS, clusterv3.Cluster_LEAST_REQUEST},
 		"outbound|27017||" + nt.MongoExtHost: {clusterv3.Cluster_LOGICAL_DNS, clusterv3.Cluster_LEAST_REQUEST},
 		"outbound|5432||" + nt.StatefulHost:  {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
-		"inbound|9081||":                     {clusterv3.Cluster_STATIC, clusterv3.Cluster_ROUND_ROBIN},
+		"inbound|9081||":                     {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
 		clustername.BlackHole:                {clusterv3.Cluster_STATIC, clusterv3.Cluster_ROUND_ROBIN},
 		clustername.Passthrough:              {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
 		clustername.InboundPassthrough:       {clusterv3.Cluster_ORIGINAL_DST, clusterv3.Cluster_CLUSTER_PROVIDED},
@@ -113,10 +113,11 @@ func TestBuildStandard(t *testing.T) {
 		t.Errorf("logical dns endpoints %v, want the single hostname", eps)
 	}
 
+	// Inbound goes on to the original destination (the workload's IP),
+	// from 127.0.0.6, as in Istio.
 	in := got["inbound|9081||"]
-	isa := in.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
-	if isa.GetAddress() != "127.0.0.1" || isa.GetPortValue() != 9081 {
-		t.Errorf("inbound endpoint %v, want 127.0.0.1:9081", isa)
+	if in.GetLoadAssignment() != nil || in.GetUpstreamBindConfig().GetSourceAddress().GetAddress() != "127.0.0.6" {
+		t.Errorf("inbound|9081||: endpoints %v, source %v; want none (ORIGINAL_DST) from 127.0.0.6", in.GetLoadAssignment(), in.GetUpstreamBindConfig())
 	}
 	if src := got[clustername.InboundPassthrough].GetUpstreamBindConfig().GetSourceAddress().GetAddress(); src != "127.0.0.6" {
 		t.Errorf("InboundPassthroughCluster source %q, want 127.0.0.6", src)

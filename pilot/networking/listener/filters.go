@@ -38,10 +38,10 @@ func RouterFilter() (*hcmv3.HttpFilter, error) {
 	return &hcmv3.HttpFilter{Name: wellknown.Router, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: cfg}}, nil
 }
 
-// RouteFeatureFilters returns the CORS and fault filters, empty: they act
-// only on routes whose typed_per_filter_config carries a CORS policy or a
-// fault (VirtualService corsPolicy and fault). They go before the router,
-// CORS first so a preflight is answered before any fault, as in Istio.
+// RouteFeatureFilters returns the fault and CORS filters, empty: they act
+// only on routes whose typed_per_filter_config carries a fault or a CORS
+// policy (VirtualService fault and corsPolicy). They go before the router,
+// fault first, in the order istiod sends them.
 func RouteFeatureFilters() ([]*hcmv3.HttpFilter, error) {
 	cors, err := anypb.New(&corsv3.Cors{})
 	if err != nil {
@@ -52,8 +52,8 @@ func RouteFeatureFilters() ([]*hcmv3.HttpFilter, error) {
 		return nil, fmt.Errorf("fault filter: %w", err)
 	}
 	return []*hcmv3.HttpFilter{
-		{Name: wellknown.CORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: cors}},
 		{Name: wellknown.Fault, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: fault}},
+		{Name: wellknown.CORS, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: cors}},
 	}, nil
 }
 

@@ -136,9 +136,10 @@ func boundInbound(proxy *model.Proxy, p inboundPort, sec inboundSecurity) (*list
 	return l, nil
 }
 
-// chains returns the filter chains of p under sec, each matching p's port.
+// chains returns the filter chains of p under sec, each matching p's port
+// and named 0.0.0.0_PORT, as in Istio.
 func (p inboundPort) chains(sec inboundSecurity) ([]*listenerv3.FilterChain, error) {
-	return sec.chains(clustername.Build(clustername.Inbound, "", "", p.port), p.port, sec.peer.PortMode(p.port),
+	return sec.chains(Name(WildcardAddress, p.port), false, p.port, sec.peer.PortMode(p.port),
 		func() ([]*listenerv3.Filter, error) { return p.filters(sec) })
 }
 

@@ -56,16 +56,21 @@ func securityFor(proxy *model.Proxy, push *model.PushContext, hasTCP bool, log *
 
 // chains returns the filter chains of one inbound port (or, with port 0,
 // of the passthrough traffic) for its mTLS mode: each variant of
-// authn.Variants, named base plus the variant's suffix. filters builds the
-// filters of an accepting chain; a rejecting one goes to BlackHoleCluster.
-func (s inboundSecurity) chains(base string, port uint32, mode authn.Mode, filters func() ([]*listenerv3.Filter, error)) ([]*listenerv3.FilterChain, error) {
+// authn.Variants, named base, plus the variant's suffix when suffixed (a
+// port's chains all share the name 0.0.0.0_PORT, as in Istio). filters
+// builds the filters of an accepting chain; a rejecting one goes to
+// BlackHoleCluster.
+func (s inboundSecurity) chains(base string, suffixed bool, port uint32, mode authn.Mode, filters func() ([]*listenerv3.Filter, error)) ([]*listenerv3.FilterChain, error) {
 	var out []*listenerv3.FilterChain
 	for _, v := range authn.Variants(mode) {
 		match := &listenerv3.FilterChainMatch{TransportProtocol: v.TransportProtocol, ApplicationProtocols: v.ApplicationProtocols}
 		if port != 0 {
 			match.DestinationPort = wrapperspb.UInt32(port)
 		}
-		fc := &listenerv3.FilterChain{Name: base + v.Suffix, FilterChainMatch: match}
+		fc := &listenerv3.FilterChain{Name: base, FilterChainMatch: match}
+		if suffixed {
+			fc.Name += v.Suffix
+		}
 		if v.TLS {
 			fc.TransportSocket = s.tls
 		}

@@ -11,6 +11,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -19,6 +20,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 )
@@ -82,8 +84,8 @@ type outboundSpec struct {
 	// chains: the tls routes of its services, or their own clusters; several
 	// services without a VIP share one 0.0.0.0 listener by SNI.
 	tls tlsRoutes
-	// allowAny picks where a TLS listener sends what no chain claims:
-	// PassthroughCluster, else BlackHoleCluster.
+	// allowAny picks where a TLS or HTTP listener sends what no chain
+	// claims: PassthroughCluster, else BlackHoleCluster.
 	allowAny bool
 	// bindToPort is set for the listener of a Sidecar egress port with
 	// captureMode NONE: a real listener rather than one virtualOutbound
@@ -135,7 +137,10 @@ func (t tcpTimeouts) apply(tp *tcpv3.TcpProxy) {
 func (o outboundSpec) cacheScope() string {
 	s := o.host + o.tcp.key() + o.timeouts.key()
 	if o.tls != nil {
-		s += "\x00tls" + o.tls.key() + "\x00" + strconv.FormatBool(o.allowAny)
+		s += "\x00tls" + o.tls.key()
+	}
+	if o.tls != nil || o.host == "" {
+		s += "\x00" + strconv.FormatBool(o.allowAny)
 	}
 	if o.bindToPort {
 		s += "\x00bind"
@@ -150,7 +155,7 @@ func (o outboundSpec) build() (*listenerv3.Listener, error) {
 	)
 	switch {
 	case o.host == "":
-		l, err = outboundHTTP(o.name, o.addr, o.port)
+		l, err = outboundHTTP(o.name, o.addr, o.port, o.allowAny)
 	case o.tls != nil:
 		l, err = outboundTLS(o.name, o.addr, o.port, o.tls, o.allowAny)
 	case o.tcp == nil:
@@ -240,7 +245,8 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 		if a := egressAddress(ep); declared && a != "" {
 			addr = a
 		}
-		out = append(out, outboundSpec{name: Name(addr, p), addr: addr, port: p, bindToPort: declared && ep.BindToPort})
+		out = append(out, outboundSpec{name: Name(addr, p), addr: addr, port: p, allowAny: scope.AllowAny(),
+			bindToPort: declared && ep.BindToPort})
 	}
 
 	taken := map[string]string{}
@@ -298,12 +304,45 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 // isTLS reports whether a port carries TLS the proxy routes by SNI.
 func isTLS(p model.Protocol) bool { return p == model.ProtocolTLS || p == model.ProtocolHTTPS }
 
-func outboundHTTP(name, addr string, port uint32) (*listenerv3.Listener, error) {
+// outboundHTTP is the listener of an HTTP port, as istiod builds it: the
+// http_inspector listener filter tells plaintext HTTP/1.1 and h2c, which
+// the connection manager (routes of configuration PORT) takes; anything
+// else (TLS, other protocols) goes by the default chain to
+// PassthroughCluster, or BlackHoleCluster when only registry services may
+// be reached (the chain's name is the same either way, as for TLS
+// listeners).
+func outboundHTTP(name, addr string, port uint32, allowAny bool) (*listenerv3.Listener, error) {
 	hcm, err := RDSConnectionManager("outbound_"+name, strconv.FormatUint(uint64(port), 10))
 	if err != nil {
 		return nil, err
 	}
-	return outboundListener(name, addr, port, hcm), nil
+	inspector, err := anypb.New(&httpinspectorv3.HttpInspector{})
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: http_inspector: %w", name, err)
+	}
+	target := clustername.BlackHole
+	if allowAny {
+		target = clustername.Passthrough
+	}
+	other, err := TCPProxyFilter(target)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", name, err)
+	}
+	l := outboundListener(name, addr, port, hcm)
+	l.FilterChains[0].FilterChainMatch = &listenerv3.FilterChainMatch{
+		TransportProtocol:    authn.TransportRaw,
+		ApplicationProtocols: []string{"http/1.1", "h2c"},
+	}
+	l.ListenerFilters = []*listenerv3.ListenerFilter{{
+		Name:       wellknown.HTTPInspector,
+		ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: inspector},
+	}}
+	l.DefaultFilterChain = &listenerv3.FilterChain{
+		Name:             PassthroughFilterChain,
+		FilterChainMatch: &listenerv3.FilterChainMatch{},
+		Filters:          []*listenerv3.Filter{other},
+	}
+	return l, nil
 }
 
 // outboundTCP is a listener with one tcp_proxy to clusterName (Istio's

@@ -113,9 +113,21 @@ func TestBuildStandard(t *testing.T) {
 		t.Errorf("0.0.0.0_9080 hcm %v", h)
 	}
 	var router routerv3.Router
-	if hf := h.GetHttpFilters(); len(hf) != 3 || hf[0].GetName() != wellknown.CORS || hf[1].GetName() != wellknown.Fault ||
+	if hf := h.GetHttpFilters(); len(hf) != 3 || hf[0].GetName() != wellknown.Fault || hf[1].GetName() != wellknown.CORS ||
 		hf[2].GetName() != wellknown.Router || hf[2].GetTypedConfig().UnmarshalTo(&router) != nil {
 		t.Errorf("http filters %v", hf)
+	}
+	// Plaintext HTTP, told by http_inspector, to the connection manager;
+	// anything else passes through.
+	if m := http.GetFilterChains()[0].GetFilterChainMatch(); m.GetTransportProtocol() != "raw_buffer" ||
+		!slices.Equal(m.GetApplicationProtocols(), []string{"http/1.1", "h2c"}) {
+		t.Errorf("0.0.0.0_9080 chain match %v", m)
+	}
+	if lf := http.GetListenerFilters(); len(lf) != 1 || lf[0].GetName() != wellknown.HTTPInspector {
+		t.Errorf("0.0.0.0_9080 listener filters %v", lf)
+	}
+	if d := http.GetDefaultFilterChain(); d.GetName() != "PassthroughFilterChain" || tcpProxy(t, d.GetFilters()[0]).GetCluster() != "PassthroughCluster" {
+		t.Errorf("0.0.0.0_9080 default chain %v", d)
 	}
 
 	mysql := got["10.0.0.12_3306"]

@@ -10,6 +10,7 @@ import (
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 
@@ -68,12 +69,24 @@ func loadSecurity(t *testing.T, extra string) []model.Config {
 }
 
 // chainsFor returns the chains of virtualInbound that match port, by name.
+// chainsFor returns the chains of port by name (all 0.0.0.0_PORT) and
+// variant: NAME-mtls terminates mTLS, NAME-reject only closes
+// connections, NAME is plaintext.
 func chainsFor(vi *listenerv3.Listener, port uint32) map[string]*listenerv3.FilterChain {
 	out := map[string]*listenerv3.FilterChain{}
 	for _, fc := range vi.GetFilterChains() {
-		if fc.GetFilterChainMatch().GetDestinationPort().GetValue() == port {
-			out[fc.GetName()] = fc
+		if fc.GetFilterChainMatch().GetDestinationPort().GetValue() != port {
+			continue
 		}
+		key := fc.GetName()
+		var tp tcpv3.TcpProxy
+		switch fs := fc.GetFilters(); {
+		case fc.GetTransportSocket() != nil:
+			key += "-mtls"
+		case len(fs) == 1 && fs[0].GetTypedConfig().UnmarshalTo(&tp) == nil && tp.GetCluster() == "BlackHoleCluster":
+			key += "-reject"
+		}
+		out[key] = fc
 	}
 	return out
 }
@@ -110,7 +123,7 @@ func TestInboundPeerAuthentication(t *testing.T) {
 		t.Errorf("STRICT virtualInbound without tls_inspector: %v", reviews.GetListenerFilters())
 	}
 	chains := chainsFor(reviews, 9080)
-	mtls, reject := chains["inbound|9080||-mtls"], chains["inbound|9080||-reject"]
+	mtls, reject := chains["0.0.0.0_9080-mtls"], chains["0.0.0.0_9080-reject"]
 	if len(chains) != 2 || mtls == nil || reject == nil {
 		t.Fatalf("STRICT port 9080 chains %v, want -mtls and -reject", chains)
 	}
@@ -135,7 +148,7 @@ func TestInboundPeerAuthentication(t *testing.T) {
 
 	pp := build(t, in, nt.BookinfoProxy("productpage-v1"))[listener.VirtualInbound]
 	chains = chainsFor(pp, 9080)
-	plain := chains["inbound|9080||"]
+	plain := chains["0.0.0.0_9080"]
 	if len(chains) != 1 || plain == nil || plain.GetTransportSocket() != nil || plain.GetFilterChainMatch().GetTransportProtocol() != "" {
 		t.Fatalf("port-level DISABLE chains %v, want one plaintext inbound|9080||", chains)
 	}
@@ -163,7 +176,7 @@ func TestInboundAuthorization(t *testing.T) {
 	in := nt.Bookinfo(t)
 	in.Configs = append(in.Configs, loadSecurity(t, mysqlPolicy)...)
 	pp := build(t, in, nt.BookinfoProxy("productpage-v1"))[listener.VirtualInbound]
-	h := hcm(t, chainsFor(pp, 9080)["inbound|9080||"].GetFilters()[0])
+	h := hcm(t, chainsFor(pp, 9080)["0.0.0.0_9080"].GetFilters()[0])
 	var actions []rbacv3.RBAC_Action
 	var allow *rbacv3.RBAC
 	for _, f := range h.GetHttpFilters() {
@@ -200,7 +213,7 @@ func TestInboundAuthorization(t *testing.T) {
 
 	// The ratings-only DENY policy selects ratings, not productpage.
 	ratings := build(t, in, nt.BookinfoProxy("ratings-v1"))[listener.VirtualInbound]
-	rh := hcm(t, chainsFor(ratings, 9080)["inbound|9080||-mtls"].GetFilters()[0])
+	rh := hcm(t, chainsFor(ratings, 9080)["0.0.0.0_9080-mtls"].GetFilters()[0])
 	var ratingsDeny int
 	for _, f := range rh.GetHttpFilters() {
 		var r rbachttpv3.RBAC

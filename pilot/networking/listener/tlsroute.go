@@ -18,7 +18,8 @@ import (
 )
 
 // PassthroughFilterChain names the default filter chain of an outbound TLS
-// listener whose chains all match on SNI or addresses, as in Istio.
+// listener whose chains all match on SNI or addresses, and of an outbound
+// HTTP listener, as in Istio.
 const PassthroughFilterChain = "PassthroughFilterChain"
 
 // tlsChain is one filter chain of an outbound TLS listener: connections

@@ -90,7 +90,7 @@ func virtualInbound(ports []inboundPort, sec inboundSecurity) (*listenerv3.Liste
 		chains = append(chains, fcs...)
 	}
 	passthrough := func() ([]*listenerv3.Filter, error) { return sec.tcpFilters(clustername.InboundPassthrough) }
-	catchAll, err := sec.chains("virtualInbound-catchall-tcp", 0, sec.peer.Mode, passthrough)
+	catchAll, err := sec.chains("virtualInbound-catchall-tcp", true, 0, sec.peer.Mode, passthrough)
 	if err != nil {
 		return nil, err
 	}

@@ -212,8 +212,11 @@ func TestSidecarIngressListeners(t *testing.T) {
 func TestSidecarSelectorBeatsNamespaceDefault(t *testing.T) {
 	push := sidecarListenersInput(t, "sidecar-listeners.yaml").PushContext()
 	s := generate(t, nt.BookinfoProxy("ratings-v1"), push)
-	// The namespace default has no ingress: inbound comes from the service.
-	wantSocket(t, s.clusters["inbound|9080||"], "127.0.0.1", 9080)
+	// The namespace default has no ingress: inbound comes from the service,
+	// to the original destination (no endpoints of its own).
+	if c := s.clusters["inbound|9080||"]; c.GetType() != clusterv3.Cluster_ORIGINAL_DST || c.GetLoadAssignment() != nil {
+		t.Errorf("inbound|9080||: %v, want ORIGINAL_DST", c)
+	}
 	if s.clusters["inbound|9090||"] != nil {
 		t.Error("ratings got the reviews Sidecar's ingress cluster")
 	}

@@ -30,7 +30,7 @@ const (
 // configuration of that name. A VirtualService that cannot be translated
 // is logged and its host gets the default route.
 func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name string, log *slog.Logger) *routev3.RouteConfiguration {
-	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: wrapperspb.Bool(false)}
+	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: wrapperspb.Bool(false), IgnorePortInHostMatching: true}
 	p, err := strconv.ParseUint(name, 10, 32)
 	if err != nil || p == 0 {
 		return rc
@@ -46,7 +46,7 @@ func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name s
 			continue
 		}
 		var domains []string
-		for _, d := range Domains(svc, port, proxy.ConfigNamespace(), push.DomainSuffix) {
+		for _, d := range Domains(svc, proxy.ConfigNamespace(), push.DomainSuffix) {
 			if !used[d] {
 				used[d] = true
 				domains = append(domains, d)
@@ -124,27 +124,31 @@ func catchAll(allowAny bool) *routev3.VirtualHost {
 	}}}
 }
 
-// Domains returns the Host header values a sidecar in proxyNS routes to svc
-// on port, as Istio generates them: FQDN and FQDN:PORT; for Kubernetes-style
-// hosts NAME.NS.svc.DOMAIN also NAME.NS, NAME.NS.svc (each with :PORT) and,
-// from the service's own namespace, NAME and NAME:PORT; the VIP and VIP:PORT.
-func Domains(svc *model.Service, port uint32, proxyNS, domainSuffix string) []string {
-	ps := ":" + strconv.FormatUint(uint64(port), 10)
-	out := []string{svc.Hostname, svc.Hostname + ps}
+// Domains returns the Host header values a sidecar in proxyNS routes to svc,
+// as Istio generates them: FQDN and the absolute FQDN. (trailing dot); for
+// Kubernetes-style hosts NAME.NS.svc.DOMAIN also, from the service's own
+// namespace, NAME, then NAME.NS.svc and NAME.NS; the VIP. None carries a
+// port: the route configuration ignores the Host header's port
+// (ignore_port_in_host_matching), as Istio's does.
+func Domains(svc *model.Service, proxyNS, domainSuffix string) []string {
+	out := []string{svc.Hostname}
+	if !strings.HasPrefix(svc.Hostname, "*") {
+		out = append(out, svc.Hostname+".")
+	}
 	if nameNS, ok := strings.CutSuffix(svc.Hostname, ".svc."+domainSuffix); ok && domainSuffix != "" {
 		if name, ns, ok := strings.Cut(nameNS, "."); ok && !strings.Contains(ns, ".") {
 			if ns == proxyNS {
-				out = append(out, name, name+ps)
+				out = append(out, name)
 			}
-			out = append(out, nameNS, nameNS+ps, nameNS+".svc", nameNS+".svc"+ps)
+			out = append(out, nameNS+".svc", nameNS)
 		}
 	}
 	if svc.HasAddress() {
 		vip := svc.Address
 		if strings.Contains(vip, ":") {
-			out = append(out, "["+vip+"]", "["+vip+"]"+ps)
+			out = append(out, "["+vip+"]")
 		} else {
-			out = append(out, vip, vip+ps)
+			out = append(out, vip)
 		}
 	}
 	return out

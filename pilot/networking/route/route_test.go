@@ -47,10 +47,11 @@ func TestBuildRouteConfiguration(t *testing.T) {
 		t.Fatalf("9080 virtual hosts %v, want reviews then allow_any", vh)
 	}
 	reviews := vh[nt.ReviewsHost+":9080"]
-	wantDomains := []string{
-		nt.ReviewsHost, nt.ReviewsHost + ":9080", "reviews", "reviews:9080", "reviews.default", "reviews.default:9080",
-		"reviews.default.svc", "reviews.default.svc:9080", nt.ReviewsVIP, nt.ReviewsVIP + ":9080",
+	// No HOST:PORT domains: the port of the Host header is ignored, as in Istio.
+	if !rc.GetIgnorePortInHostMatching() {
+		t.Error("route configuration 9080 matches the Host header's port; want ignore_port_in_host_matching")
 	}
+	wantDomains := []string{nt.ReviewsHost, nt.ReviewsHost + ".", "reviews", "reviews.default.svc", "reviews.default", nt.ReviewsVIP}
 	if !slices.Equal(reviews.GetDomains(), wantDomains) {
 		t.Errorf("reviews domains %v, want %v", reviews.GetDomains(), wantDomains)
 	}
@@ -85,7 +86,7 @@ func TestBuildRouteConfiguration(t *testing.T) {
 	}
 	vh = vhosts(t, route.BuildRouteConfiguration(client, push, "80", discard))
 	ext := vh[nt.ExternalHost+":80"]
-	if !slices.Equal(ext.GetDomains(), []string{nt.ExternalHost, nt.ExternalHost + ":80"}) {
+	if !slices.Equal(ext.GetDomains(), []string{nt.ExternalHost, nt.ExternalHost + "."}) {
 		t.Errorf("external domains %v", ext.GetDomains())
 	}
 	if r := ext.GetRoutes(); len(r) != 1 || r[0].GetName() != "default" || clusterOf(r[0]) != "outbound|80||"+nt.ExternalHost {
