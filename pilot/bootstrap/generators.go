@@ -9,6 +9,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
 	"github.com/meshpilot/meshpilot/pilot/networking/grpcgen"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
+	"github.com/meshpilot/meshpilot/pilot/networking/nametable"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
 	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	"github.com/meshpilot/meshpilot/xds"
@@ -18,16 +19,22 @@ import (
 // type for which kind of client. Sidecars and routers (gateways) share CDS,
 // EDS and SDS and differ in LDS and RDS; credentialName secrets go over SDS
 // from the PushContext's Secret snapshot, other namespaces' only as its
-// CredentialAccess allows.
-func generatorTable(log *slog.Logger) xds.GeneratorTable {
+// CredentialAccess allows. Sidecars also get NDS, the DNS name table their
+// agent answers captured DNS queries from (Istio serves it to sidecars only).
+func generatorTable(log *slog.Logger) (xds.GeneratorTable, error) {
 	sds := secret.Generator{Logger: log.With("generator", "sds")}
+	nds, err := nametable.New()
+	if err != nil {
+		return xds.GeneratorTable{}, err
+	}
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
-			model.ClusterType:  cluster.Generator{},
-			model.EndpointType: endpoint.Generator{},
-			model.ListenerType: listener.Generator{},
-			model.RouteType:    route.Generator{},
-			model.SecretType:   sds,
+			model.ClusterType:   cluster.Generator{},
+			model.EndpointType:  endpoint.Generator{},
+			model.ListenerType:  listener.Generator{},
+			model.RouteType:     route.Generator{},
+			model.SecretType:    sds,
+			model.NameTableType: nds,
 		},
 		Router: map[string]model.Generator{
 			model.ClusterType:  cluster.Generator{},
@@ -37,5 +44,5 @@ func generatorTable(log *slog.Logger) xds.GeneratorTable {
 			model.SecretType:   sds,
 		},
 		GRPC: grpcgen.Generators(),
-	}
+	}, nil
 }
