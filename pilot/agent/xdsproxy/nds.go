@@ -94,3 +94,64 @@ func (s *ndsSotW) intercept(resp *discovery.DiscoveryResponse) (*discovery.Disco
 	ack.VersionInfo = s.version
 	return ack, true
 }
+
+// ndsDelta is ndsSotW for an incremental client: the control plane sends
+// the table as one resource, replaced whole on every change.
+type ndsDelta struct {
+	*deltaState
+	desc       nds.Descriptors
+	onTable    func(nds.NameTable)
+	log        *slog.Logger
+	subscribed bool
+}
+
+var _ interceptor[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse] = (*ndsDelta)(nil)
+
+func newNDSDelta(desc nds.Descriptors, onTable func(nds.NameTable), log *slog.Logger) *ndsDelta {
+	return &ndsDelta{deltaState: newDeltaState(), desc: desc, onTable: onTable, log: log}
+}
+
+func (s *ndsDelta) replay() []*discovery.DeltaDiscoveryRequest {
+	out := s.deltaState.replay()
+	s.subscribed = false
+	if len(out) > 0 {
+		out = append(out, &discovery.DeltaDiscoveryRequest{TypeUrl: nds.TypeURL})
+		s.subscribed = true
+	}
+	return out
+}
+
+func (s *ndsDelta) extra() []*discovery.DeltaDiscoveryRequest {
+	if s.subscribed || s.node == nil {
+		return nil
+	}
+	s.subscribed = true
+	return []*discovery.DeltaDiscoveryRequest{{TypeUrl: nds.TypeURL}}
+}
+
+func (s *ndsDelta) intercept(resp *discovery.DeltaDiscoveryResponse) (*discovery.DeltaDiscoveryRequest, bool) {
+	if resp.GetTypeUrl() != nds.TypeURL {
+		return nil, false
+	}
+	ack := &discovery.DeltaDiscoveryRequest{TypeUrl: nds.TypeURL, ResponseNonce: resp.GetNonce()}
+	if len(resp.GetResources()) == 0 {
+		if len(resp.GetRemovedResources()) > 0 {
+			s.onTable(nds.NameTable{})
+		}
+		return ack, true
+	}
+	table := nds.NameTable{}
+	for _, r := range resp.GetResources() {
+		t, err := s.desc.UnmarshalAny(r.GetResource())
+		if err != nil {
+			s.log.Warn("NDS response rejected", clientlog.String("version", resp.GetSystemVersionInfo()), clientlog.Error("error", err))
+			ack.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+			return ack, true
+		}
+		for h, ni := range t {
+			table[h] = ni
+		}
+	}
+	s.onTable(table)
+	return ack, true
+}

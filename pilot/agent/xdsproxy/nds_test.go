@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,13 +70,50 @@ func TestNameTableToDNSProxy(t *testing.T) {
 	})
 	<-resolverSrv.Ready()
 
+	for _, delta := range []bool{false, true} {
+		t.Run(protocolName(delta), func(t *testing.T) {
+			resolverSrv.UpdateTable(nil)
+			checkNameTable(t, srv.GRPCListenAddr(), resolverSrv, delta)
+		})
+	}
+
+	// A new ServiceEntry reaches the DNS proxy with the push it causes.
+	t.Run("update", func(t *testing.T) {
+		checkNameTable(t, srv.GRPCListenAddr(), resolverSrv, true)
+		se := strings.ReplaceAll(strings.ReplaceAll(partnerSE, "api.partner", "db.partner"), "name: partner", "name: partner-db")
+		if err := os.WriteFile(filepath.Join(dir, "partner-db-se.yaml"), []byte(se), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := udpResolver(resolverSrv.UDPAddr().String())
+		var got []netip.Addr
+		waitFor(t, "db.partner.example.com resolved", func() bool {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			got, _ = r.LookupNetIP(ctx, "ip4", "db.partner.example.com.")
+			return len(got) == 1
+		})
+		if !netip.MustParsePrefix("240.240.0.0/16").Contains(got[0]) {
+			t.Errorf("db.partner.example.com: %s, want an auto-allocated VIP", got[0])
+		}
+	})
+}
+
+func udpResolver(addr string) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+}
+
+func checkNameTable(t *testing.T, upstream string, resolverSrv *dns.Server, delta bool) {
 	var tables atomic.Int64
-	p := startProxy(t, xdsproxy.Options{Upstream: srv.GRPCListenAddr(), NameTable: func(nt nds.NameTable) {
+	p := startProxy(t, xdsproxy.Options{Upstream: upstream, NameTable: func(nt nds.NameTable) {
 		tables.Add(1)
 		resolverSrv.UpdateTable(nt)
 	}})
 
 	cfg := productpage(t)
+	cfg.Delta = delta
 	cfg.Node.Metadata.Fields["DNS_CAPTURE"] = structpb.NewStringValue("true")
 	cfg.Node.Metadata.Fields["DNS_AUTO_ALLOCATE"] = structpb.NewStringValue("true")
 	c := runClient(t, "unix://"+p.socket, cfg)
@@ -86,10 +124,7 @@ func TestNameTableToDNSProxy(t *testing.T) {
 	}
 	c.running(t)
 
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, resolverSrv.UDPAddr().String())
-	}}
+	r := udpResolver(resolverSrv.UDPAddr().String())
 	resolve := func(name string) string {
 		t.Helper()
 		lctx, lcancel := context.WithTimeout(t.Context(), 10*time.Second)

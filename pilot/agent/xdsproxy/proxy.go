@@ -51,8 +51,8 @@ type Options struct {
 	Backoff Backoff
 	// Log receives one line per upstream connect and disconnect; nil is slog.Default().
 	Log *slog.Logger
-	// NameTable, when set, makes the proxy subscribe to NDS on each SotW
-	// client stream (as Istio's agent does for DNS capture) and hand it
+	// NameTable, when set, makes the proxy subscribe to NDS on each client
+	// stream, SotW or Delta (as Istio's agent does for DNS capture) and hand it
 	// every name table received; NDS responses never reach the client.
 	NameTable func(nds.NameTable)
 }
@@ -173,6 +173,10 @@ func (a adsServer) StreamAggregatedResources(down grpc.BidiStreamingServer[disco
 
 func (a adsServer) DeltaAggregatedResources(down grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
 	ads := discovery.NewAggregatedDiscoveryServiceClient(a.p.conn)
+	if a.p.opts.NameTable != nil {
+		st := newNDSDelta(a.p.nds, a.p.opts.NameTable, a.p.log)
+		return forward[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse](a.p, down, "delta", st, ads.DeltaAggregatedResources)
+	}
 	return forward(a.p, down, "delta", newDeltaState(), ads.DeltaAggregatedResources)
 }
 
