@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"sort"
 	"strings"
 )
@@ -122,4 +123,37 @@ func vipForSlot(slot uint32) AutoVIP {
 func (pc *PushContext) AutoAllocatedVIP(hostname string) (AutoVIP, bool) {
 	v, ok := pc.autoVIPs[hostname]
 	return v, ok
+}
+
+// AutoVIPsFor returns the auto-allocated addresses proxy uses for svc: none
+// unless the proxy sets DNS_CAPTURE and DNS_AUTO_ALLOCATE (its agent
+// answers DNS with them) and svc NeedsAutoVIP; else the IPv4 one if the
+// proxy has an IPv4 address (or none) and the IPv6 one if it has an IPv6
+// address, IPv4 first.
+func (pc *PushContext) AutoVIPsFor(proxy *Proxy, svc *Service) []string {
+	if !proxy.Metadata.DNSCapture || !proxy.Metadata.DNSAutoAllocate || !NeedsAutoVIP(svc) {
+		return nil
+	}
+	vip, ok := pc.AutoAllocatedVIP(svc.Hostname)
+	if !ok {
+		return nil
+	}
+	v4, v6 := false, false
+	for _, ip := range proxy.IPAddresses {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			if a.Unmap().Is4() {
+				v4 = true
+			} else {
+				v6 = true
+			}
+		}
+	}
+	var out []string
+	if v4 || !v6 {
+		out = append(out, vip.IPv4)
+	}
+	if v6 {
+		out = append(out, vip.IPv6)
+	}
+	return out
 }

@@ -62,8 +62,6 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 // Build returns the name table of proxy (see Generator).
 func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
 	out := nds.NameTable{}
-	v4, v6 := ipFamilies(proxy)
-	autoAllocate := proxy.Metadata.DNSCapture && proxy.Metadata.DNSAutoAllocate
 	for _, svc := range push.ServicesFor(proxy) {
 		var ips []string
 		switch {
@@ -71,15 +69,8 @@ func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
 			if addr, err := netip.ParseAddr(svc.Address); err == nil {
 				ips = []string{addr.String()}
 			}
-		case autoAllocate && model.NeedsAutoVIP(svc):
-			if vip, ok := push.AutoAllocatedVIP(svc.Hostname); ok {
-				if v4 {
-					ips = append(ips, vip.IPv4)
-				}
-				if v6 {
-					ips = append(ips, vip.IPv6)
-				}
-			}
+		case model.NeedsAutoVIP(svc):
+			ips = push.AutoVIPsFor(proxy, svc)
 		case svc.Resolution == model.Passthrough && len(svc.Ports) > 0:
 			ips = endpointIPs(push, svc)
 		}
@@ -115,22 +106,4 @@ func endpointIPs(push *model.PushContext, svc *model.Service) []string {
 		out = append(out, e.Address)
 	}
 	return out
-}
-
-// ipFamilies reports the IP families of proxy's addresses; a proxy without
-// addresses counts as IPv4.
-func ipFamilies(proxy *model.Proxy) (v4, v6 bool) {
-	for _, ip := range proxy.IPAddresses {
-		if a, err := netip.ParseAddr(ip); err == nil {
-			if a.Is4() || a.Is4In6() {
-				v4 = true
-			} else {
-				v6 = true
-			}
-		}
-	}
-	if !v4 && !v6 {
-		v4 = true
-	}
-	return v4, v6
 }
