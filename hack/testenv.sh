@@ -285,6 +285,7 @@ cmd_env() {
   etcd=$(etcd_path)
   [ -n "$etcd" ] || missing+=("etcd")
   [ -z "$(netutils_missing)" ] || missing+=($(netutils_missing))
+  command -v dig >/dev/null 2>&1 || missing+=("dig")
   [ -x "$APISERVER_DIR/kube-apiserver" ] || missing+=("kube-apiserver $KUBE_VERSION")
   [ -x "$HELM_DIR/helm" ] || missing+=("helm $HELM_VERSION")
   if [ "${#missing[@]}" -gt 0 ]; then
