@@ -242,3 +242,28 @@ func TestDig(t *testing.T) {
 		t.Errorf("search expansion: want a CNAME to the host and its A record, got\n%s", out)
 	}
 }
+
+// TestTruncatedOverUDP: an answer too large for a UDP client goes out
+// truncated, and the client gets it whole over TCP.
+func TestTruncatedOverUDP(t *testing.T) {
+	var ips []string
+	for i := range 100 {
+		ips = append(ips, netip.AddrFrom4([4]byte{10, 3, 0, byte(i + 1)}).String())
+	}
+	p := startProxy(t, nds.NameTable{"big.default.svc.cluster.local": {IPs: ips, Registry: "Kubernetes", Shortname: "big", Namespace: "default"}})
+	if got := lookup(t, resolver(p.UDPAddr().String()), "big.", "ip4"); len(got) != 100 {
+		t.Fatalf("got %d addresses, want 100 (over TCP after a truncated UDP answer)", len(got))
+	}
+	dig, err := exec.LookPath("dig")
+	if err != nil {
+		t.Fatal("dig not found on PATH: install dnsutils with hack/testenv.sh install")
+	}
+	_, port, _ := strings.Cut(p.UDPAddr().String(), ":")
+	out, err := exec.Command(dig, "@127.0.0.1", "-p", port, "+notcp", "+ignore", "+noedns", "big.", "A").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dig: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), " tc ") && !strings.Contains(string(out), " tc;") {
+		t.Errorf("want the TC flag on the UDP answer:\n%s", out)
+	}
+}
