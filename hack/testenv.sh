@@ -2,7 +2,8 @@
 # testenv.sh — installs and locates the real Kubernetes parts the test suite
 # runs against: etcd (Debian package), kube-apiserver and helm (built from the
 # Go module proxy, in one go build); and iptables and iproute2 (Debian
-# packages) for the traffic-capture test in test/iptables. Built binaries are
+# packages) for the traffic-capture test in test/iptables; and dig (Debian's
+# dnsutils) for the agent's DNS proxy tests. Built binaries are
 # cached outside the work tree, keyed by version, so only the first run pays:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/kube-apiserver-<version>/kube-apiserver
@@ -129,12 +130,24 @@ install_netutils() {
   [ -z "$(netutils_missing)" ] || die "installed iptables and iproute2 but still missing: $(netutils_missing | tr '\n' ' ')"
 }
 
+# install_dnsutils installs dig (Debian's dnsutils) for the agent's DNS
+# proxy tests in pilot/agent/dns, when it is missing.
+install_dnsutils() {
+  if command -v dig >/dev/null 2>&1; then
+    log "dig present: $(dig -v 2>&1 | head -1)"
+    return 0
+  fi
+  apt_install "dig (dnsutils)" dnsutils
+  command -v dig >/dev/null 2>&1 || die "installed dnsutils but dig is still not on PATH"
+}
+
 # install_apt installs the Debian packages one after the other: apt takes
 # one dpkg lock at a time, and the lock file keeps concurrent runs of this
 # script from colliding.
 install_apt() {
   with_lock "$CACHE_ROOT/.apt.lock" install_etcd
   with_lock "$CACHE_ROOT/.apt.lock" install_netutils
+  with_lock "$CACHE_ROOT/.apt.lock" install_dnsutils
 }
 
 # build_tools NAME... builds the missing test tools (kube-apiserver, helm) in
@@ -254,13 +267,13 @@ cmd_install() {
   # etcd, iptables and iproute2 come from apt (network and disk) while the
   # Go build uses the CPUs.
   etcd_log=$(mktemp)
-  timed "etcd+iptables+iproute2" install_apt >"$etcd_log" 2>&1 &
+  timed "etcd+iptables+iproute2+dnsutils" install_apt >"$etcd_log" 2>&1 &
   etcd_pid=$!
   timed "kube-apiserver+helm" with_lock "$CACHE_ROOT/.tools.lock" build_tools kube-apiserver helm
   if ! wait "$etcd_pid"; then
     cat "$etcd_log" >&2
     rm -f "$etcd_log"
-    die "apt install (etcd, iptables, iproute2) failed"
+    die "apt install (etcd, iptables, iproute2, dnsutils) failed"
   fi
   cat "$etcd_log" >&2
   rm -f "$etcd_log"
@@ -272,6 +285,7 @@ cmd_env() {
   etcd=$(etcd_path)
   [ -n "$etcd" ] || missing+=("etcd")
   [ -z "$(netutils_missing)" ] || missing+=($(netutils_missing))
+  command -v dig >/dev/null 2>&1 || missing+=("dig")
   [ -x "$APISERVER_DIR/kube-apiserver" ] || missing+=("kube-apiserver $KUBE_VERSION")
   [ -x "$HELM_DIR/helm" ] || missing+=("helm $HELM_VERSION")
   if [ "${#missing[@]}" -gt 0 ]; then

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -23,6 +24,8 @@ const (
 	keyGenerator        = "GENERATOR"
 	keyMeshID           = "MESH_ID"
 	keyPodPorts         = "POD_PORTS"
+	keyDNSCapture       = "DNS_CAPTURE"
+	keyDNSAutoAllocate  = "DNS_AUTO_ALLOCATE"
 )
 
 // decodeMetadata fills m from the node's metadata, reading only the keys
@@ -44,6 +47,16 @@ func decodeMetadata(fields map[string]*structpb.Value, m *NodeMetadata) error {
 			return fmt.Errorf("node.metadata.%s: %w", f.key, err)
 		}
 		*f.dst = s
+	}
+	for _, f := range []struct {
+		key string
+		dst *bool
+	}{{keyDNSCapture, &m.DNSCapture}, {keyDNSAutoAllocate, &m.DNSAutoAllocate}} {
+		b, err := boolValue(fields[f.key])
+		if err != nil {
+			return fmt.Errorf("node.metadata.%s: %w", f.key, err)
+		}
+		*f.dst = b
 	}
 	labels, err := labelsValue(fields[keyLabels])
 	if err != nil {
@@ -67,6 +80,27 @@ func stringValue(v *structpb.Value) (string, error) {
 		return k.StringValue, nil
 	}
 	return "", fmt.Errorf("want a string, got %s", kindName(v))
+}
+
+// boolValue decodes one of Istio's string booleans ("true", as the agent
+// sends ISTIO_META_ values) or a JSON bool; absent or null is false.
+func boolValue(v *structpb.Value) (bool, error) {
+	switch k := v.GetKind().(type) {
+	case nil, *structpb.Value_NullValue:
+		return false, nil
+	case *structpb.Value_BoolValue:
+		return k.BoolValue, nil
+	case *structpb.Value_StringValue:
+		if k.StringValue == "" {
+			return false, nil
+		}
+		b, err := strconv.ParseBool(k.StringValue)
+		if err != nil {
+			return false, fmt.Errorf("want a boolean, got %q", clientlog.Truncate(k.StringValue, clientlog.MaxValue))
+		}
+		return b, nil
+	}
+	return false, fmt.Errorf("want a boolean, got %s", kindName(v))
 }
 
 // labelsValue decodes LABELS, an object of strings.

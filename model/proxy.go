@@ -36,6 +36,12 @@ type NodeMetadata struct {
 	Generator        string            // GENERATOR
 	MeshID           string            // MESH_ID
 	PodPorts         string            // POD_PORTS
+	// DNSCapture is set when the agent captures the pod's DNS and answers
+	// from the NameTable (ISTIO_META_DNS_CAPTURE=true).
+	DNSCapture bool // DNS_CAPTURE
+	// DNSAutoAllocate asks for auto-allocated VIPs of ServiceEntry hosts
+	// without addresses in the NameTable (ISTIO_META_DNS_AUTO_ALLOCATE=true).
+	DNSAutoAllocate bool // DNS_AUTO_ALLOCATE
 }
 
 // StringList is one of Istio's comma-separated lists ("10.0.0.1,fd00::1"),

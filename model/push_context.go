@@ -62,6 +62,9 @@ type PushContext struct {
 
 	services       []*Service
 	servicesByHost map[string]*Service
+	// autoVIPs are the auto-allocated addresses of services (auto_vip.go),
+	// computed once per services index.
+	autoVIPs map[string]AutoVIP
 
 	// virtualServices by resolved host; wildcard hosts are in vsWildcard.
 	virtualServices map[string][]*Config
@@ -133,14 +136,17 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	switch {
 	case reuse && !req.Updated(KindService) && !req.Updated(KindServiceEntry) && !req.Updated(KindWorkloadEntry):
 		pc.services, pc.servicesByHost = prev.services, prev.servicesByHost
+		pc.autoVIPs = prev.autoVIPs
 	case reuse:
 		if changed, few := changedHostnames(req); few {
 			pc.patchServices(env, prev, changed)
 		} else {
 			pc.initServices(env)
 		}
+		pc.autoVIPs = AllocateVIPs(pc.services)
 	default:
 		pc.initServices(env)
+		pc.autoVIPs = AllocateVIPs(pc.services)
 	}
 	if reuse && !req.Updated(KindVirtualService) {
 		pc.virtualServices, pc.vsWildcard, pc.vsAll = prev.virtualServices, prev.vsWildcard, prev.vsAll

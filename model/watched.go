@@ -3,6 +3,8 @@ package model
 import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/meshpilot/meshpilot/internal/nds"
 )
 
 // xDS type URLs.
@@ -12,6 +14,9 @@ const (
 	ListenerType = resource.ListenerType
 	RouteType    = resource.RouteType
 	SecretType   = resource.SecretType
+	// NameTableType is Istio's NDS (DNS name table) type, served to agents
+	// with DNS capture (see internal/nds).
+	NameTableType = nds.TypeURL
 )
 
 // ShortType returns Istio's short name for a type URL ("cds", "eds", ...),
@@ -28,6 +33,8 @@ func ShortType(typeURL string) string {
 		return "rds"
 	case SecretType:
 		return "sds"
+	case NameTableType:
+		return "nds"
 	}
 	return typeURL
 }

@@ -58,7 +58,8 @@ func orderTypes(types []string) []string {
 }
 
 // isWildcardType reports whether an empty subscription means "everything":
-// true for CDS and LDS, as in the xDS protocol.
+// true for CDS and LDS, as in the xDS protocol, and for NDS, which Istio's
+// agent subscribes to without names (Istio's own types are wildcard).
 func isWildcardType(typeURL string) bool {
-	return typeURL == model.ClusterType || typeURL == model.ListenerType
+	return typeURL == model.ClusterType || typeURL == model.ListenerType || typeURL == model.NameTableType
 }

@@ -13,12 +13,12 @@ import (
 // Which types a change of each kind can alter for a sidecar (gRPC clients,
 // whose generators differ, get every watched type on a full push):
 //
-//	kind                         CDS  EDS  LDS  RDS  other
+//	kind                         CDS  EDS  LDS  RDS  NDS  other
 //	Endpoints (EDS-only)               x
-//	Service                       x    x    x    x
+//	Service                       x    x    x    x    x
 //	DestinationRule               x    x
 //	VirtualService                          x    x
-//	ServiceEntry, WorkloadEntry,  x    x    x    x    x
+//	ServiceEntry, WorkloadEntry,  x    x    x    x    x    x
 //	MeshConfig, Sidecar, Gateway,
 //	anything else, or a full push
 //	with no keys
@@ -42,7 +42,7 @@ import (
 // scope sees it. Any other change reaches every proxy.
 var pushTypes = map[model.Kind][]string{
 	model.KindEndpoints:       {model.EndpointType},
-	model.KindService:         {model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType},
+	model.KindService:         {model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.NameTableType},
 	model.KindDestinationRule: {model.ClusterType, model.EndpointType},
 	model.KindVirtualService:  {model.ListenerType, model.RouteType},
 	model.KindSecret:          {model.SecretType},

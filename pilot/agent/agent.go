@@ -1,8 +1,9 @@
 // Package agent runs pilot-agent's parts for one pod: the workload
 // certificate (pilot/agent/secrets) served over SDS (pilot/agent/sds), the
 // xDS proxy to the control plane (pilot/agent/xdsproxy), the bootstrap
-// files (pilot/agent/bootstrap), Envoy (pilot/agent/envoy) and the status
-// server (pilot/agent/health).
+// files (pilot/agent/bootstrap), Envoy (pilot/agent/envoy), the status
+// server (pilot/agent/health) and, with DNS capture, the DNS proxy
+// (pilot/agent/dns).
 package agent
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/pilot/agent/bootstrap"
 	"github.com/meshpilot/meshpilot/pilot/agent/config"
+	"github.com/meshpilot/meshpilot/pilot/agent/dns"
 	"github.com/meshpilot/meshpilot/pilot/agent/envoy"
 	"github.com/meshpilot/meshpilot/pilot/agent/health"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds"
@@ -39,6 +41,9 @@ type Options struct {
 	StatusAddr string
 	// Envoy holds what pilot-agent proxy's flags say about Envoy.
 	Envoy EnvoySettings
+	// ResolvConf overrides the resolv.conf whose nameservers the DNS proxy
+	// forwards to (/etc/resolv.conf); tests set it. Used with DNS capture only.
+	ResolvConf string
 }
 
 // EnvoySettings are Istio's pilot-agent proxy flags for Envoy.
@@ -62,6 +67,7 @@ type Agent struct {
 	secrets *secrets.Manager
 	sds     *sds.Server
 	proxy   *xdsproxy.Proxy
+	dns     *dns.Server // nil without DNS capture
 	health  *health.Server
 	envoy   *envoy.Envoy // nil with DISABLE_ENVOY
 
@@ -99,10 +105,22 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("workload certificates: %w", err)
 	}
 	a.sds = sds.New(sds.Options{SocketPath: cfg.SDSSocket, Provider: sdsProvider{a.secrets}, Log: a.log.With("component", "sds")})
-	a.proxy = xdsproxy.New(xdsproxy.Options{
+	xo := xdsproxy.Options{
 		SocketPath: cfg.XDSSocket, Upstream: cfg.DiscoveryAddress,
 		TLS: upstreamTLS(cfg), Token: a.token, Log: a.log.With("component", "xdsproxy"),
-	})
+	}
+	if cfg.DNSCapture {
+		// Istio's agent: the name table comes over NDS on Envoy's stream.
+		a.dns, err = dns.New(dns.Options{
+			Addr: cfg.DNSAddr, ResolvConf: opts.ResolvConf, Namespace: cfg.PodNamespace,
+			Domain: strings.TrimPrefix(cfg.DNSDomain, cfg.PodNamespace+".svc."), Log: a.log.With("component", "dns"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		xo.NameTable = a.dns.UpdateTable
+	}
+	a.proxy = xdsproxy.New(xo)
 	envoyStats := ""
 	if !cfg.DisableEnvoy {
 		envoyStats = fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", cfg.StatsPort)
@@ -173,6 +191,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("secrets", a.secrets.Run)
 	run("sds", a.sds.Run)
 	run("xds-proxy", a.proxy.Run)
+	if a.dns != nil {
+		run("dns", a.dns.Run)
+	}
 	run("status", a.health.Run)
 
 	var envoyErr error

@@ -10,6 +10,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
 	"github.com/meshpilot/meshpilot/pilot/networking/grpcgen"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
+	"github.com/meshpilot/meshpilot/pilot/networking/nametable"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
 	"github.com/meshpilot/meshpilot/pilot/networking/secret"
 	"github.com/meshpilot/meshpilot/xds"
@@ -20,23 +21,29 @@ import (
 // type for which kind of client. Sidecars and routers (gateways) share CDS,
 // EDS and SDS and differ in LDS and RDS; credentialName secrets go over SDS
 // from the PushContext's Secret snapshot, other namespaces' only as its
-// CredentialAccess allows.
+// CredentialAccess allows. Sidecars also get NDS, the DNS name table their
+// agent answers captured DNS queries from (Istio serves it to sidecars only).
 //
 // EnvoyFilter patches are applied by the CDS, LDS and RDS generators, which
 // report skipped patches in the log and pilot_envoy_filter_status.
-func generatorTable(log *slog.Logger, metrics *monitoring.Metrics) xds.GeneratorTable {
+func generatorTable(log *slog.Logger, metrics *monitoring.Metrics) (xds.GeneratorTable, error) {
 	sds := secret.Generator{Logger: log.With("generator", "sds")}
 	ef := envoyfilter.Reporter{Log: log.With("component", "envoyfilter")}
 	if metrics != nil {
 		ef.Status = metrics.RecordEnvoyFilterStatus
 	}
+	nds, err := nametable.New()
+	if err != nil {
+		return xds.GeneratorTable{}, err
+	}
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
-			model.ClusterType:  cluster.Generator{EnvoyFilters: ef},
-			model.EndpointType: endpoint.Generator{},
-			model.ListenerType: listener.Generator{EnvoyFilters: ef},
-			model.RouteType:    route.Generator{EnvoyFilters: ef},
-			model.SecretType:   sds,
+			model.ClusterType:   cluster.Generator{EnvoyFilters: ef},
+			model.EndpointType:  endpoint.Generator{},
+			model.ListenerType:  listener.Generator{EnvoyFilters: ef},
+			model.RouteType:     route.Generator{EnvoyFilters: ef},
+			model.SecretType:    sds,
+			model.NameTableType: nds,
 		},
 		Router: map[string]model.Generator{
 			model.ClusterType:  cluster.Generator{EnvoyFilters: ef},
@@ -46,5 +53,5 @@ func generatorTable(log *slog.Logger, metrics *monitoring.Metrics) xds.Generator
 			model.SecretType:   sds,
 		},
 		GRPC: grpcgen.Generators(),
-	}
+	}, nil
 }

@@ -102,8 +102,12 @@ func NewServer(opts Options) (*Server, error) {
 		Secrets:          sources.secretSource(),
 		CredentialAccess: sources.credentialAccess(),
 	}
+	gens, err := generatorTable(log, metrics)
+	if err != nil {
+		return nil, err
+	}
 	var s *Server
-	ds := xds.NewDiscoveryServer(env, generatorTable(log, metrics), xds.Options{
+	ds := xds.NewDiscoveryServer(env, gens, xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		VerifiedIdentity:  verifiedIdentity,
 		Log:               log.With("component", "xds"),

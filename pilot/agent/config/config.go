@@ -83,6 +83,13 @@ type Config struct {
 	DisableEnvoy     bool
 	GRPCXDSBootstrap string
 	DeltaXDS         bool
+	// DNSCapture runs the DNS proxy on 15053, answering from the control
+	// plane's name table (ISTIO_META_DNS_CAPTURE, from the environment or
+	// PROXY_CONFIG's proxyMetadata, as Istio reads it).
+	DNSCapture bool
+	// DNSAddr is where the DNS proxy listens (DNS_PROXY_ADDR, default
+	// localhost:15053, as Istio).
+	DNSAddr string
 
 	// ConfigDir holds envoy-rev.json, the XDS socket and the gRPC bootstrap.
 	ConfigDir     string
@@ -240,6 +247,15 @@ func FromEnv(t string, getenv func(string) string, environ []string) (*Config, e
 	if c.Meta, c.Labels, err = metadata(vars, pc); err != nil {
 		return nil, err
 	}
+	if v, ok := c.Meta["DNS_CAPTURE"].(string); ok && v != "" {
+		if c.DNSCapture, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("ISTIO_META_DNS_CAPTURE %q: %w", v, err)
+		}
+	}
+	c.DNSAddr = orDefault(e.get("DNS_PROXY_ADDR"), "localhost:15053")
+	if _, _, err := net.SplitHostPort(c.DNSAddr); err != nil {
+		return nil, fmt.Errorf("DNS_PROXY_ADDR %q: %w", c.DNSAddr, err)
+	}
 	c.ClusterID = orDefault(e.get("ISTIO_META_CLUSTER_ID"), orDefault(e.get("CLUSTER_ID"), "Kubernetes"))
 	return c, nil
 }
@@ -250,7 +266,7 @@ var knownVars = []string{
 	"CA_ADDR", "ISTIOD_SAN", "SECRET_TTL", "SECRET_GRACE_PERIOD_RATIO",
 	"ECC_SIGNATURE_ALGORITHM", "OUTPUT_CERTS", "DISABLE_ENVOY", "GRPC_XDS_BOOTSTRAP",
 	"ISTIO_DELTA_XDS", "ENVOY_STATUS_PORT", "ENVOY_PROMETHEUS_PORT",
-	"ISTIO_META_CLUSTER_ID", "CLUSTER_ID",
+	"ISTIO_META_CLUSTER_ID", "CLUSTER_ID", "DNS_PROXY_ADDR",
 }
 
 func orDefault(v, def string) string {

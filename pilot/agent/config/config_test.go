@@ -51,7 +51,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		Meta:             map[string]any{},
 		DiscoveryAddress: "istiod.istio-system.svc:15012", CAAddress: "istiod.istio-system.svc:15012",
 		IstiodSAN: "istiod.istio-system.svc", SecretTTL: 24 * time.Hour, GraceRatio: 0.5, KeyType: KeyECDSA,
-		GRPCXDSBootstrap: "etc/istio/proxy/grpc-bootstrap.json", DeltaXDS: true,
+		GRPCXDSBootstrap: "etc/istio/proxy/grpc-bootstrap.json", DeltaXDS: true, DNSAddr: "localhost:15053",
 		ConfigDir: "./etc/istio/proxy", XDSSocket: "etc/istio/proxy/XDS",
 		SDSSocket:     "./var/run/secrets/workload-spiffe-uds/socket",
 		RootCertFile:  "./var/run/secrets/istio/root-cert.pem",
@@ -267,5 +267,40 @@ func TestLoadPodLabels(t *testing.T) {
 	}
 	if err := c.LoadPodLabels(); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("bad labels file: error %v, want one naming the line", err)
+	}
+}
+
+// TestDNSCapture: ISTIO_META_DNS_CAPTURE turns the DNS proxy on, from the
+// environment or PROXY_CONFIG's proxyMetadata; DNS_PROXY_ADDR moves it.
+func TestDNSCapture(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		vars    map[string]string
+		capture bool
+		addr    string
+		wantErr bool
+	}{
+		{name: "off by default", addr: "localhost:15053"},
+		{name: "env", vars: map[string]string{"ISTIO_META_DNS_CAPTURE": "true"}, capture: true, addr: "localhost:15053"},
+		{name: "proxyMetadata", vars: map[string]string{"PROXY_CONFIG": `{"proxyMetadata": {"ISTIO_META_DNS_CAPTURE": "true"}}`}, capture: true, addr: "localhost:15053"},
+		{name: "address", vars: map[string]string{"ISTIO_META_DNS_CAPTURE": "true", "DNS_PROXY_ADDR": "127.0.0.1:16053"}, capture: true, addr: "127.0.0.1:16053"},
+		{name: "bad bool", vars: map[string]string{"ISTIO_META_DNS_CAPTURE": "yes please"}, wantErr: true},
+		{name: "bad address", vars: map[string]string{"DNS_PROXY_ADDR": "nowhere"}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := fromMap(t, "sidecar", withPod(tc.vars))
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.DNSCapture != tc.capture || c.DNSAddr != tc.addr {
+				t.Errorf("DNSCapture %v DNSAddr %q, want %v %q", c.DNSCapture, c.DNSAddr, tc.capture, tc.addr)
+			}
+		})
 	}
 }

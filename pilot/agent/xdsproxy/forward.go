@@ -131,6 +131,9 @@ func (f *forwarder[Req, Resp]) receiveDownstream() error {
 		if fwd := f.st.request(req); fwd != nil && f.sess != nil {
 			f.sess.push(fwd)
 		}
+		if ic, ok := f.st.(interceptor[Req, Resp]); ok && f.sess != nil {
+			f.sess.push(ic.extra()...)
+		}
 		f.mu.Unlock()
 	}
 }
@@ -214,6 +217,15 @@ func (f *forwarder[Req, Resp]) receiveUpstream(up grpc.BidiStreamingClient[Req, 
 			f.log.Info("xDS upstream connected", "upstream", f.p.opts.Upstream, "reconnect", reconnect)
 		}
 		f.mu.Lock()
+		if ic, ok := f.st.(interceptor[Req, Resp]); ok {
+			if ack, mine := ic.intercept(resp); mine {
+				if f.sess != nil {
+					f.sess.push(ack)
+				}
+				f.mu.Unlock()
+				continue
+			}
+		}
 		f.st.response(resp)
 		f.mu.Unlock()
 		if err := f.down.Send(resp); err != nil {

@@ -28,6 +28,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/meshpilot/meshpilot/internal/nds"
 )
 
 // Options configure the proxy. The agent fills them once from its flags
@@ -49,6 +51,10 @@ type Options struct {
 	Backoff Backoff
 	// Log receives one line per upstream connect and disconnect; nil is slog.Default().
 	Log *slog.Logger
+	// NameTable, when set, makes the proxy subscribe to NDS on each client
+	// stream, SotW or Delta (as Istio's agent does for DNS capture) and hand it
+	// every name table received; NDS responses never reach the client.
+	NameTable func(nds.NameTable)
 }
 
 // Proxy serves ADS (SotW and Delta) on a Unix socket and forwards it upstream.
@@ -57,6 +63,7 @@ type Proxy struct {
 	log   *slog.Logger
 	ready chan struct{}
 
+	nds        nds.Descriptors  // set by Run when opts.NameTable is
 	conn       *grpc.ClientConn // shared by every upstream stream, set by Run
 	connected  atomic.Int64     // upstream streams that got a response and have not failed
 	reconnects atomic.Uint64    // upstream streams opened to replace a failed one
@@ -90,6 +97,13 @@ func (p *Proxy) Reconnects() uint64 { return p.reconnects.Load() }
 func (p *Proxy) Run(ctx context.Context) error {
 	if p.opts.SocketPath == "" || p.opts.Upstream == "" {
 		return fmt.Errorf("xds proxy: SocketPath %q and Upstream %q must both be set", p.opts.SocketPath, p.opts.Upstream)
+	}
+	if p.opts.NameTable != nil {
+		d, err := nds.NewDescriptors()
+		if err != nil {
+			return fmt.Errorf("xds proxy: %w", err)
+		}
+		p.nds = d
 	}
 	creds := insecure.NewCredentials()
 	if p.opts.TLS != nil {
@@ -150,11 +164,19 @@ type adsServer struct{ p *Proxy }
 
 func (a adsServer) StreamAggregatedResources(down grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
 	ads := discovery.NewAggregatedDiscoveryServiceClient(a.p.conn)
+	if a.p.opts.NameTable != nil {
+		st := newNDSSotW(a.p.nds, a.p.opts.NameTable, a.p.log)
+		return forward[discovery.DiscoveryRequest, discovery.DiscoveryResponse](a.p, down, "sotw", st, ads.StreamAggregatedResources)
+	}
 	return forward(a.p, down, "sotw", newSotWState(), ads.StreamAggregatedResources)
 }
 
 func (a adsServer) DeltaAggregatedResources(down grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
 	ads := discovery.NewAggregatedDiscoveryServiceClient(a.p.conn)
+	if a.p.opts.NameTable != nil {
+		st := newNDSDelta(a.p.nds, a.p.opts.NameTable, a.p.log)
+		return forward[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse](a.p, down, "delta", st, ads.DeltaAggregatedResources)
+	}
 	return forward(a.p, down, "delta", newDeltaState(), ads.DeltaAggregatedResources)
 }
 

@@ -272,6 +272,10 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 				addr = egressAddress(ep)
 			case svc.HasAddress() && net.ParseIP(svc.Address) != nil:
 				addr = svc.Address
+			case len(push.AutoVIPsFor(proxy, svc)) > 0:
+				// A ServiceEntry without addresses, to a proxy whose agent
+				// resolves it to its auto-allocated VIP (as Istio).
+				addr = push.AutoVIPsFor(proxy, svc)[0]
 			case httpPorts[p.Port]:
 				log.Debug("tcp port owned by an http listener; skipped", "service", svc.Hostname, "port", p.Port)
 				continue

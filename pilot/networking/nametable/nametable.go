@@ -1,0 +1,109 @@
+// Package nametable is the control plane's NDS generator: the DNS name
+// table (Istio's istio.networking.nds.v1.NameTable) that an agent with DNS
+// capture answers the pod's queries from, built as istiod builds it.
+package nametable
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/meshpilot/meshpilot/internal/nds"
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// clusterSetSuffix marks Kubernetes Multi-Cluster Services hosts, which get
+// no short name so they do not shadow the cluster.local service's.
+const clusterSetSuffix = ".clusterset.local"
+
+// Generator serves one NameTable resource (unnamed, as istiod's) with every
+// host the proxy's SidecarScope sees that has an address:
+//
+//   - Kubernetes services: FQDN → ClusterIP, with the service's name and
+//     namespace so the agent answers "svc", "svc.ns" and "svc.ns.svc";
+//   - ServiceEntry hosts with an address → that address (CIDRs skipped);
+//   - ServiceEntry hosts without one (not wildcard, resolution not NONE) →
+//     their auto-allocated VIPs, when the proxy sets both DNS_CAPTURE and
+//     DNS_AUTO_ALLOCATE: the IPv4 one if the proxy has an IPv4 address (or
+//     none), the IPv6 one if it has an IPv6 address;
+//   - headless services and ServiceEntries of resolution NONE without an
+//     address → the addresses of their ready endpoints on the first port.
+//
+// Hosts with none of these are left out; the agent forwards their queries.
+type Generator struct {
+	desc nds.Descriptors
+}
+
+var _ model.Generator = Generator{}
+
+// New returns the generator.
+func New() (Generator, error) {
+	d, err := nds.NewDescriptors()
+	if err != nil {
+		return Generator{}, fmt.Errorf("nds generator: %w", err)
+	}
+	return Generator{desc: d}, nil
+}
+
+// Generate returns the proxy's name table as one resource.
+func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
+	if g.desc.NameTable == nil {
+		return nil, fmt.Errorf("nds generator: not built with New")
+	}
+	a, err := g.desc.MarshalAny(Build(proxy, push))
+	if err != nil {
+		return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
+	}
+	return model.Resources{&discovery.Resource{Resource: a}}, nil
+}
+
+// Build returns the name table of proxy (see Generator).
+func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
+	out := nds.NameTable{}
+	for _, svc := range push.ServicesFor(proxy) {
+		var ips []string
+		switch {
+		case svc.HasAddress():
+			if addr, err := netip.ParseAddr(svc.Address); err == nil {
+				ips = []string{addr.String()}
+			}
+		case model.NeedsAutoVIP(svc):
+			ips = push.AutoVIPsFor(proxy, svc)
+		case svc.Resolution == model.Passthrough && len(svc.Ports) > 0:
+			ips = endpointIPs(push, svc)
+		}
+		if len(ips) == 0 {
+			continue
+		}
+		ni := nds.NameInfo{IPs: ips, Registry: string(svc.Registry)}
+		if svc.Registry == model.RegistryKubernetes && !strings.HasSuffix(svc.Hostname, clusterSetSuffix) {
+			ni.Shortname, ni.Namespace = svc.Name, svc.Namespace
+		}
+		out[svc.Hostname] = ni
+	}
+	return out
+}
+
+// endpointIPs returns the distinct IP addresses of svc's ready endpoints on
+// its first port, in endpoint order (by address).
+func endpointIPs(push *model.PushContext, svc *model.Service) []string {
+	if push.Endpoints == nil {
+		return nil
+	}
+	first := svc.Ports[0].Name
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range push.Endpoints.Endpoints(svc.Hostname) {
+		if !e.Healthy || e.ServicePortName != first || seen[e.Address] {
+			continue
+		}
+		if _, err := netip.ParseAddr(e.Address); err != nil {
+			continue
+		}
+		seen[e.Address] = true
+		out = append(out, e.Address)
+	}
+	return out
+}

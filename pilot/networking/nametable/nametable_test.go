@@ -1,0 +1,117 @@
+package nametable
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshpilot/meshpilot/internal/nds"
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+)
+
+func standard() (*model.PushContext, model.AutoVIP, model.AutoVIP) {
+	in := networkingtest.Standard()
+	// A ServiceEntry with an address, one of resolution NONE with
+	// endpoints, and a wildcard one.
+	in.Services = append(in.Services,
+		&model.Service{Hostname: "db.example.com", Name: "db.example.com", Namespace: "default", Address: "192.0.2.5",
+			Ports: []model.Port{{Name: "tcp", Port: 5432}}, Resolution: model.ClientSideLB, Registry: model.RegistryServiceEntry},
+		&model.Service{Hostname: "none.example.com", Name: "none.example.com", Namespace: "default",
+			Ports: []model.Port{{Name: "tcp", Port: 1}}, Resolution: model.Passthrough, Registry: model.RegistryServiceEntry},
+		&model.Service{Hostname: "*.wild.example.com", Name: "*.wild.example.com", Namespace: "default",
+			Ports: []model.Port{{Name: "http", Port: 80}}, Resolution: model.DNSLB, Registry: model.RegistryServiceEntry},
+	)
+	stateful2 := networkingtest.Endpoint("10.3.0.2", 5432, "tcp-pg", nil)
+	stateful2.Healthy = false
+	in.Endpoints[networkingtest.StatefulHost] = append(in.Endpoints[networkingtest.StatefulHost], stateful2)
+	in.Endpoints["none.example.com"] = []*model.Endpoint{networkingtest.Endpoint("192.0.2.9", 1, "tcp", nil)}
+	push := in.PushContext()
+	ext, _ := push.AutoAllocatedVIP(networkingtest.ExternalHost)
+	mongo, _ := push.AutoAllocatedVIP(networkingtest.MongoExtHost)
+	return push, ext, mongo
+}
+
+func TestBuild(t *testing.T) {
+	push, ext, mongo := standard()
+	if ext.IPv4 == "" || mongo.IPv4 == "" || ext == mongo {
+		t.Fatalf("auto-allocated VIPs: external %+v, mongo %+v", ext, mongo)
+	}
+	kube := func(ip, name, ns string) nds.NameInfo {
+		return nds.NameInfo{IPs: []string{ip}, Registry: "Kubernetes", Shortname: name, Namespace: ns}
+	}
+	base := nds.NameTable{
+		networkingtest.ReviewsHost:  kube(networkingtest.ReviewsVIP, "reviews", "default"),
+		networkingtest.GreeterHost:  kube(networkingtest.GreeterVIP, "greeter", "default"),
+		networkingtest.MySQLHost:    kube(networkingtest.MySQLVIP, "mysql", "db"),
+		networkingtest.StatefulHost: kube("10.3.0.1", "stateful", "default"), // headless: ready endpoints
+		"db.example.com":            {IPs: []string{"192.0.2.5"}, Registry: "External"},
+		"none.example.com":          {IPs: []string{"192.0.2.9"}, Registry: "External"},
+	}
+	withVIPs := func(v6 bool) nds.NameTable {
+		out := nds.NameTable{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for h, v := range map[string]model.AutoVIP{networkingtest.ExternalHost: ext, networkingtest.MongoExtHost: mongo} {
+			ips := []string{v.IPv4}
+			if v6 {
+				ips = append(ips, v.IPv6)
+			}
+			out[h] = nds.NameInfo{IPs: ips, Registry: "External"}
+		}
+		return out
+	}
+	proxy := func(capture, auto bool, ips ...string) *model.Proxy {
+		p := networkingtest.Proxy(networkingtest.StandardProxy, "reviews-v1", "default", map[string]string{"app": "reviews"})
+		p.Metadata.DNSCapture, p.Metadata.DNSAutoAllocate = capture, auto
+		if len(ips) > 0 {
+			p.IPAddresses = ips
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		proxy *model.Proxy
+		want  nds.NameTable
+	}{
+		{"no auto-allocation", proxy(true, false), base},
+		{"auto-allocate without capture", proxy(false, true), base},
+		{"capture and auto-allocate", proxy(true, true), withVIPs(false)},
+		{"dual stack", proxy(true, true, "10.1.0.1", "fd00::1"), withVIPs(true)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Build(tc.proxy, push)); diff != "" {
+				t.Errorf("name table (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGenerateDecodes(t *testing.T) {
+	push, _, _ := standard()
+	g, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := networkingtest.Proxy(networkingtest.StandardProxy, "reviews-v1", "default", nil)
+	p.Metadata.DNSCapture, p.Metadata.DNSAutoAllocate = true, true
+	res, err := g.Generate(p, push, &model.WatchedResource{TypeURL: model.NameTableType}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].GetResource().GetTypeUrl() != model.NameTableType {
+		t.Fatalf("want one NameTable resource, got %v", res)
+	}
+	d, _ := nds.NewDescriptors()
+	got, err := d.UnmarshalAny(res[0].GetResource())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Build(p, push), got); diff != "" {
+		t.Errorf("decoded (-built +decoded):\n%s", diff)
+	}
+	if _, err := (Generator{}).Generate(p, push, nil, nil); err == nil {
+		t.Error("zero Generator: want an error")
+	}
+}
