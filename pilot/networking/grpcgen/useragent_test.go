@@ -18,14 +18,18 @@ func TestHeaderStyleByUserAgent(t *testing.T) {
 		name, version string
 		want          headerMatchStyle
 	}{
-		{"gRPC Go", "1.72.0", stringMatchHeaders},
-		{"gRPC C-core linux", "C-core 1.51.1", legacyHeaders},
-		{"gRPC C-core linux", "C-core 1.55.9", legacyHeaders},
-		{"gRPC C-core linux", "C-core 1.56.0", stringMatchHeaders},
-		{"gRPC C-core windows", "C-core 1.70.0-dev", stringMatchHeaders},
-		{"gRPC C-core linux", "C-core unknown", stringMatchHeaders},
-		{"gRPC C-core linux", "", stringMatchHeaders},
-		{"gRPC C-core linux", "C-core 2.0.0", stringMatchHeaders},
+		{"gRPC Go", "1.85.0", stringMatchHeaders},
+		// Debian's python3-grpcio, as logged.
+		{"gRPC C-core linux Python", "C-core 29.0.0 Python 1.51.1", legacyHeaders},
+		{"gRPC C-core linux Python", "C-core 32.0.0 Python 1.55.9", legacyHeaders},
+		{"gRPC C-core linux Python", "C-core 33.0.0 Python 1.56.0", stringMatchHeaders},
+		{"gRPC C-core linux Ruby", "C-core 55.0.0 Ruby 1.83.0.dev", stringMatchHeaders},
+		{"gRPC C-core windows PHP", "C-core 55.0.0 PHP 1.83.0-dev", stringMatchHeaders},
+		// Plain C-core (C++): the core version is no release; legacy is safe.
+		{"gRPC C-core linux", "C-core 55.0.0", legacyHeaders},
+		{"gRPC C-core linux", "C-core unknown", legacyHeaders},
+		{"gRPC C-core linux", "", legacyHeaders},
+		// @grpc/grpc-js-xds, as logged.
 		{"gRPC Node Pure JS", "1.14.1", stringMatchHeaders},
 		{"gRPC Java", "1.50.0", stringMatchHeaders},
 		{"envoy", "1.30.0", stringMatchHeaders},
@@ -94,8 +98,8 @@ func TestRoutesForCCore(t *testing.T) {
 		name, version string
 		legacy        bool
 	}{
-		{"gRPC Go", "1.72.0", false},
-		{"gRPC C-core linux", "C-core 1.51.1", true},
+		{"gRPC Go", "1.85.0", false},
+		{"gRPC C-core linux Python", "C-core 29.0.0 Python 1.51.1", true},
 	} {
 		proxy, push := fixture(t)
 		proxy.UserAgentName, proxy.UserAgentVersion = tc.name, tc.version
