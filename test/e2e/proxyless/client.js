@@ -79,7 +79,9 @@ async function main() {
     out.push(counts);
   }
   client.close();
-  process.stdout.write(JSON.stringify(out) + '\n');
+  // The xDS client's ADS stream outlives the channel and would keep the
+  // process alive: exit once the answer is out.
+  process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));
 }
 
 main().catch((err) => {
