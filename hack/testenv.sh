@@ -2,8 +2,10 @@
 # testenv.sh — installs and locates the real Kubernetes parts the test suite
 # runs against: etcd (Debian package), kube-apiserver and helm (built from the
 # Go module proxy, in one go build); and iptables and iproute2 (Debian
-# packages) for the traffic-capture test in test/iptables; and dig (Debian's
-# dnsutils) for the agent's DNS proxy tests. Built binaries are
+# packages) for the traffic-capture test in test/iptables; dig (Debian's
+# dnsutils) for the agent's DNS proxy tests; python3-grpcio (Debian) and
+# @grpc/grpc-js-xds (npm ci of test/e2e/proxyless's lock file) for the
+# proxyless clients test in test/e2e. Built binaries are
 # cached outside the work tree, keyed by version, so only the first run pays:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/kube-apiserver-<version>/kube-apiserver
@@ -141,6 +143,53 @@ install_dnsutils() {
   command -v dig >/dev/null 2>&1 || die "installed dnsutils but dig is still not on PATH"
 }
 
+# PYTHON3 is the interpreter Debian's python3-grpcio belongs to (not a
+# pyenv or venv python3 that may be first on PATH).
+PYTHON3=/usr/bin/python3
+
+python_grpc_ok() {
+  [ -x "$PYTHON3" ] && "$PYTHON3" -c 'import grpc' >/dev/null 2>&1
+}
+
+# install_python_grpc installs python3-grpcio (gRPC C-core) for the
+# proxyless clients test in test/e2e.
+install_python_grpc() {
+  if python_grpc_ok; then
+    log "python3-grpcio present: $("$PYTHON3" -c 'import grpc; print(grpc.__version__)')"
+    return 0
+  fi
+  apt_install "python3-grpcio (gRPC C-core for test/e2e)" python3 python3-grpcio
+  python_grpc_ok || die "installed python3-grpcio but $PYTHON3 cannot import grpc"
+}
+
+# The @grpc/grpc-js-xds client of test/e2e, installed with `npm ci` from the
+# lock file in the repository into a cache directory named after the lock
+# file's hash, so a changed lock gets a fresh install.
+GRPC_JS_LOCK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/test/e2e/proxyless"
+
+grpc_js_dir() {
+  local sum
+  sum=$(sha256sum "$GRPC_JS_LOCK_DIR/package-lock.json" | cut -c1-12)
+  echo "$CACHE_ROOT/grpc-js-xds-$sum"
+}
+
+install_grpc_js_xds() {
+  local dir tmp
+  dir=$(grpc_js_dir)
+  if [ -f "$dir/node_modules/@grpc/grpc-js-xds/package.json" ]; then
+    log "@grpc/grpc-js-xds cached: $dir"
+    return 0
+  fi
+  command -v npm >/dev/null 2>&1 || die "npm is not on PATH (needed for @grpc/grpc-js-xds)"
+  tmp=$(mktemp -d "$CACHE_ROOT/.grpc-js-xds.XXXXXX") || die "mktemp in $CACHE_ROOT failed"
+  cp "$GRPC_JS_LOCK_DIR/package.json" "$GRPC_JS_LOCK_DIR/package-lock.json" "$tmp/"
+  (cd "$tmp" && npm ci --no-audit --no-fund --ignore-scripts) || {
+    rm -rf "$tmp"
+    die "npm ci of @grpc/grpc-js-xds failed"
+  }
+  publish "$tmp" "$dir" node_modules
+}
+
 # install_apt installs the Debian packages one after the other: apt takes
 # one dpkg lock at a time, and the lock file keeps concurrent runs of this
 # script from colliding.
@@ -148,6 +197,7 @@ install_apt() {
   with_lock "$CACHE_ROOT/.apt.lock" install_etcd
   with_lock "$CACHE_ROOT/.apt.lock" install_netutils
   with_lock "$CACHE_ROOT/.apt.lock" install_dnsutils
+  with_lock "$CACHE_ROOT/.apt.lock" install_python_grpc
 }
 
 # build_tools NAME... builds the missing test tools (kube-apiserver, helm) in
@@ -267,13 +317,14 @@ cmd_install() {
   # etcd, iptables and iproute2 come from apt (network and disk) while the
   # Go build uses the CPUs.
   etcd_log=$(mktemp)
-  timed "etcd+iptables+iproute2+dnsutils" install_apt >"$etcd_log" 2>&1 &
+  timed "etcd+iptables+iproute2+dnsutils+python3-grpcio" install_apt >"$etcd_log" 2>&1 &
   etcd_pid=$!
   timed "kube-apiserver+helm" with_lock "$CACHE_ROOT/.tools.lock" build_tools kube-apiserver helm
+  timed "@grpc/grpc-js-xds" with_lock "$CACHE_ROOT/.npm.lock" install_grpc_js_xds
   if ! wait "$etcd_pid"; then
     cat "$etcd_log" >&2
     rm -f "$etcd_log"
-    die "apt install (etcd, iptables, iproute2, dnsutils) failed"
+    die "apt install (etcd, iptables, iproute2, dnsutils, python3-grpcio) failed"
   fi
   cat "$etcd_log" >&2
   rm -f "$etcd_log"
@@ -288,12 +339,16 @@ cmd_env() {
   command -v dig >/dev/null 2>&1 || missing+=("dig")
   [ -x "$APISERVER_DIR/kube-apiserver" ] || missing+=("kube-apiserver $KUBE_VERSION")
   [ -x "$HELM_DIR/helm" ] || missing+=("helm $HELM_VERSION")
+  python_grpc_ok || missing+=("python3-grpcio")
+  [ -f "$(grpc_js_dir)/node_modules/@grpc/grpc-js-xds/package.json" ] || missing+=("@grpc/grpc-js-xds")
   if [ "${#missing[@]}" -gt 0 ]; then
     die "not installed: ${missing[*]}; run \`make testenv\` (hack/testenv.sh install)"
   fi
   echo "export MESHPILOT_ETCD=$etcd"
   echo "export MESHPILOT_KUBE_APISERVER=$APISERVER_DIR/kube-apiserver"
   echo "export MESHPILOT_HELM=$HELM_DIR/helm"
+  echo "export MESHPILOT_PYTHON3=$PYTHON3"
+  echo "export MESHPILOT_GRPC_JS_XDS=$(grpc_js_dir)"
   # iptables and ip live in /usr/sbin, which a non-root PATH may lack.
   if ! command -v iptables-nft >/dev/null 2>&1; then
     echo 'export PATH="$PATH:/usr/sbin:/sbin"'

@@ -63,6 +63,10 @@ type Proxy struct {
 	Metadata  NodeMetadata
 	// Locality reported by the node.
 	Locality *corev3.Locality
+	// UserAgentName and UserAgentVersion are the node's user_agent_name and
+	// user_agent_version: the xDS client library ("gRPC Go", "1.72.0"), which
+	// decides the fields a proxyless client understands.
+	UserAgentName, UserAgentVersion string
 	// VerifiedIdentity is the identity the connection authenticated on the
 	// secure port (SPIFFE ns/NS/sa/SA, checked against the node by XDS_AUTH);
 	// nil on the plaintext port, where nothing about the caller is verified.
@@ -94,7 +98,10 @@ func ParseProxy(node *corev3.Node) (*Proxy, error) {
 	if len(parts) != 4 {
 		return nil, fmt.Errorf("node.id %q: want 4 fields TYPE~IP~POD.NAMESPACE~DOMAIN, got %d", id, len(parts))
 	}
-	p := &Proxy{ID: id, Type: NodeType(parts[0]), DNSDomain: parts[3], Locality: node.GetLocality()}
+	p := &Proxy{
+		ID: id, Type: NodeType(parts[0]), DNSDomain: parts[3], Locality: node.GetLocality(),
+		UserAgentName: node.GetUserAgentName(), UserAgentVersion: node.GetUserAgentVersion(),
+	}
 	switch p.Type {
 	case SidecarProxy, Router:
 	default:

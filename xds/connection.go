@@ -147,7 +147,8 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		watches:     map[string]*watchState{},
 	}
 	s.addConnection(c)
-	c.log.Info("proxy connected", clientlog.String("node", proxy.ID), "delta", delta, clientlog.String("version", proxy.Metadata.IstioVersion))
+	c.log.Info("proxy connected", clientlog.String("node", proxy.ID), "delta", delta, clientlog.String("version", proxy.Metadata.IstioVersion),
+		clientlog.String("user_agent", proxy.UserAgentName), clientlog.String("user_agent_version", proxy.UserAgentVersion))
 	return c, nil
 }
 

@@ -111,7 +111,7 @@ func buildVSRoutes(rc routeContext, vs *networking.VirtualService) ([]*routev3.R
 			if !matchApplies(rc, m) {
 				continue
 			}
-			match, err := buildRouteMatch(m)
+			match, err := buildRouteMatch(m, headerStyleFor(rc.proxy))
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s (%q).match[%d]: %w", s.Path, hr.GetName(), j, err)
 			}
@@ -176,14 +176,15 @@ func matchApplies(rc routeContext, m *networking.HTTPMatchRequest) bool {
 }
 
 // buildRouteMatch translates uri, method, authority, headers and
-// withoutHeaders. A match without uri matches every path.
-func buildRouteMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error) {
+// withoutHeaders, with header matchers in style. A match without uri
+// matches every path.
+func buildRouteMatch(m *networking.HTTPMatchRequest, style headerMatchStyle) (*routev3.RouteMatch, error) {
 	out, err := route.PathMatch(m)
 	if err != nil {
 		return nil, err
 	}
 	add := func(name string, sm *networking.StringMatch, invert bool) error {
-		h, err := buildHeaderMatcher(name, sm, invert)
+		h, err := buildHeaderMatcher(name, sm, invert, style)
 		if err != nil {
 			return err
 		}
@@ -214,8 +215,8 @@ func buildRouteMatch(m *networking.HTTPMatchRequest) (*routev3.RouteMatch, error
 }
 
 // buildHeaderMatcher translates a StringMatch on a header; an empty match
-// means "present".
-func buildHeaderMatcher(name string, sm *networking.StringMatch, invert bool) (*routev3.HeaderMatcher, error) {
+// means "present". style picks the fields a value match is written in.
+func buildHeaderMatcher(name string, sm *networking.StringMatch, invert bool, style headerMatchStyle) (*routev3.HeaderMatcher, error) {
 	h := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
 	if v, ok := sm.GetMatchType().(*networking.StringMatch_Regex); ok && v.Regex == "" {
 		return nil, fmt.Errorf("regex: empty")
@@ -227,7 +228,7 @@ func buildHeaderMatcher(name string, sm *networking.StringMatch, invert bool) (*
 		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
 		return h, nil
 	}
-	h.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: str}
+	setHeaderMatch(h, str, style)
 	return h, nil
 }
 

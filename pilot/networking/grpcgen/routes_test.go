@@ -23,7 +23,7 @@ func TestBuildRouteMatch(t *testing.T) {
 		Headers:        map[string]*networking.StringMatch{"b-prefix": {MatchType: &networking.StringMatch_Prefix{Prefix: "pre"}}, "a-present": {}},
 		WithoutHeaders: map[string]*networking.StringMatch{"x-debug": exact("1")},
 	}
-	got, err := buildRouteMatch(in)
+	got, err := buildRouteMatch(in, stringMatchHeaders)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestBuildRouteMatch(t *testing.T) {
 	if diff := cmp.Diff(want, hs); diff != "" {
 		t.Errorf("headers (-want +got):\n%s", diff)
 	}
-	if _, err := buildRouteMatch(&networking.HTTPMatchRequest{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Regex{}}}); err == nil {
+	if _, err := buildRouteMatch(&networking.HTTPMatchRequest{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Regex{}}}, stringMatchHeaders); err == nil {
 		t.Error("empty uri regex: want error")
 	}
 }
