@@ -96,6 +96,8 @@ type PushContext struct {
 	vsSourceLabels bool
 	// security indexes PeerAuthentication and AuthorizationPolicy (security_policies.go).
 	security *SecurityPolicies
+	// telemetries indexes Telemetry objects (telemetry.go).
+	telemetries *Telemetries
 	// secrets are the credential Secrets when pc was built (nil: none);
 	// credentialAccess is env.CredentialAccess (credentials.go).
 	secrets          SecretSnapshot
@@ -160,6 +162,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		pc.sidecarsByNS = sidecarIndex(pc.sidecars)
 	}
 	pc.security = securityPoliciesFor(env, prev, req, reuse)
+	pc.telemetries = telemetriesFor(env, prev, req, reuse)
 	return pc
 }
 

@@ -50,7 +50,7 @@ const (
 	KindEnvoyFilter      model.Kind = "EnvoyFilter"
 	KindProxyConfig      model.Kind = "ProxyConfig"
 	KindWorkloadGroup    model.Kind = "WorkloadGroup"
-	KindTelemetry        model.Kind = "Telemetry"
+	KindTelemetry                   = model.KindTelemetry
 	KindWasmPlugin       model.Kind = "WasmPlugin"
 	KindTrafficExtension model.Kind = "TrafficExtension"
 )

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
+	telemetryv1 "istio.io/client-go/pkg/apis/telemetry/v1"
 	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -80,6 +81,11 @@ var kinds = []kindInfo{
 			return f.Security().V1().RequestAuthentications().Informer()
 		},
 		converter(file.KindRequestAuthentication, func(o *securityv1.RequestAuthentication) proto.Message { return &o.Spec })},
+	{model.KindTelemetry, "telemetries.telemetry.istio.io",
+		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
+			return f.Telemetry().V1().Telemetries().Informer()
+		},
+		converter(model.KindTelemetry, func(o *telemetryv1.Telemetry) proto.Message { return &o.Spec })},
 }
 
 // converter returns a conversion for objects of type T: metadata from the

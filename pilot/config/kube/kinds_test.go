@@ -18,7 +18,7 @@ import (
 func TestKindsCoverTheGenerators(t *testing.T) {
 	got := Kinds()
 	want := append([]model.Kind{}, model.IstioKinds...)
-	want = append(want, file.KindPeerAuthentication, file.KindAuthorizationPolicy, file.KindRequestAuthentication)
+	want = append(want, file.KindPeerAuthentication, file.KindAuthorizationPolicy, file.KindRequestAuthentication, model.KindTelemetry)
 	for _, k := range want {
 		if got[k] == "" {
 			t.Errorf("kind %s not watched", k)
