@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
+	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
 
 // ListenerGenerator serves LDS to router proxies (BuildListeners). Logger
@@ -53,7 +54,7 @@ func listenerDeps() []model.ConfigKey {
 	return []model.ConfigKey{
 		model.DependsOnAll(model.KindGateway), model.DependsOnAll(model.KindVirtualService),
 		model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindRequestAuthentication),
-		model.DependsOnAll(model.KindAuthorizationPolicy),
+		model.DependsOnAll(model.KindAuthorizationPolicy), model.DependsOnAll(model.KindTelemetry),
 	}
 }
 
@@ -82,7 +83,10 @@ func cacheScope(proxy *model.Proxy) string {
 // Generate returns the gateway listeners of proxy (LDS is a wildcard subscription).
 func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	cache := push.XDSCache()
-	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName, Scope: cacheScope(proxy)}
+	// Telemetry adds the proxy's cluster and mesh IDs (span tags) to what
+	// the scope says.
+	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName,
+		Scope: cacheScope(proxy) + "\x00telemetry" + telemetry.Key(proxy, push)}
 	if res, ok := cache.Get(key); ok {
 		return slices.Clone(res), nil
 	}
