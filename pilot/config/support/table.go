@@ -8,7 +8,6 @@ import (
 	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	networkingv1beta1 "istio.io/api/networking/v1beta1"
-	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // Notes shared by several entries.
@@ -35,11 +34,11 @@ func buildTable() map[string][]Field {
 		"PeerAuthentication":    peerAuthentication(),
 		"AuthorizationPolicy":   authorizationPolicy(),
 		"RequestAuthentication": requestAuthentication(),
+		"Telemetry":             telemetryFields(),
 		// Kinds the config sources accept and validate but no generator reads.
 		"EnvoyFilter":      unconsumed(&networking.EnvoyFilter{}),
 		"ProxyConfig":      unconsumed(&networkingv1beta1.ProxyConfig{}),
 		"WorkloadGroup":    unconsumed(&networking.WorkloadGroup{}),
-		"Telemetry":        unconsumed(&telemetry.Telemetry{}),
 		"WasmPlugin":       unconsumed(&extensions.WasmPlugin{}),
 		"TrafficExtension": unconsumed(&extensions.TrafficExtension{}),
 	}

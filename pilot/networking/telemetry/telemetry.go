@@ -216,7 +216,7 @@ func (c *Config) tracing(cc *classConfig, spec tracingSpec, fromTelemetry bool, 
 		}
 		t := &hcmv3.HttpConnectionManager_Tracing{}
 		sampling(t, meshSampling(mesh))
-		t.CustomTags = customTags(tags, nil, meshTags)
+		t.CustomTags = customTags(tags, false, nil, meshTags)
 		cc.tracing = t
 		return nil
 	}
@@ -233,7 +233,8 @@ func (c *Config) tracing(cc *classConfig, spec tracingSpec, fromTelemetry bool, 
 		pct = *spec.sampling
 	}
 	sampling(t, pct)
-	t.CustomTags = customTags(tags, spec.customTags, meshTags)
+	t.CustomTags = customTags(tags, spec.noIstioTags, spec.customTags, meshTags)
+	t.NoContextPropagation = spec.noContextPropagation
 	cc.tracing = t
 	return nil
 }

@@ -41,6 +41,10 @@ type tracingSpec struct {
 	customTags map[string]*tpb.Tracing_CustomTag
 	// useRequestID is use_request_id_for_trace_sampling (default true).
 	useRequestID bool
+	// noIstioTags drops istiod's span tags (enableIstioTags false).
+	noIstioTags bool
+	// noContextPropagation is disableContextPropagation.
+	noContextPropagation bool
 }
 
 // mergeTracing merges the tracing sections of the applied specs over the
@@ -87,6 +91,12 @@ func mergeTracing(specs []*tpb.Telemetry, mesh *meshconfig.MeshConfig, lookup fu
 			if t.GetUseRequestIdForTraceSampling() != nil {
 				s.useRequestID = t.GetUseRequestIdForTraceSampling().GetValue()
 			}
+			if t.GetEnableIstioTags() != nil {
+				s.noIstioTags = !t.GetEnableIstioTags().GetValue()
+			}
+			if t.GetDisableContextPropagation() != nil {
+				s.noContextPropagation = t.GetDisableContextPropagation().GetValue()
+			}
 		}
 	}
 	if client.provider == nil {
@@ -116,10 +126,11 @@ func sampling(t *hcmv3.HttpConnectionManager_Tracing, pct float64) {
 	t.OverallSampling = &typev3.Percent{Value: 100}
 }
 
-// customTags are istiod's span tags: the RBAC dry-run results, the proxy's
-// canonical service and revision, cluster, mesh and namespace, then extra
-// (the Telemetry's customTags, else the proxy config's), sorted by tag.
-func customTags(pt proxyTags, extra map[string]*tpb.Tracing_CustomTag, fromMesh map[string]*meshconfig.Tracing_CustomTag) []*tracingv3.CustomTag {
+// customTags are istiod's span tags (unless noIstioTags): the RBAC dry-run
+// results, the proxy's canonical service and revision, cluster, mesh and
+// namespace, then extra (the Telemetry's customTags, else the proxy
+// config's; formatter tags are not supported), sorted by tag.
+func customTags(pt proxyTags, noIstioTags bool, extra map[string]*tpb.Tracing_CustomTag, fromMesh map[string]*meshconfig.Tracing_CustomTag) []*tracingv3.CustomTag {
 	rbac := func(tag, key string) *tracingv3.CustomTag {
 		return &tracingv3.CustomTag{Tag: tag, Type: &tracingv3.CustomTag_Metadata_{Metadata: &tracingv3.CustomTag_Metadata{
 			Kind: &metadatav3.MetadataKind{Kind: &metadatav3.MetadataKind_Request_{Request: &metadatav3.MetadataKind_Request{}}},
@@ -140,6 +151,9 @@ func customTags(pt proxyTags, extra map[string]*tpb.Tracing_CustomTag, fromMesh 
 		literal("istio.cluster_id", pt.clusterID),
 		literal("istio.mesh_id", pt.meshID),
 		literal("istio.namespace", pt.namespace),
+	}
+	if noIstioTags {
+		tags = nil
 	}
 	for name, t := range extra {
 		switch v := t.GetType().(type) {
