@@ -264,8 +264,8 @@ spec: {}
 	if len(snap.Errors) != 1 || snap.Errors[0].Error() != want {
 		t.Errorf("errors = %v, want %q", snap.Errors, want)
 	}
-	if n := snap.UnsupportedFields; n != 5 {
-		t.Errorf("UnsupportedFields = %d, want one per object (nothing reads these kinds yet)", n)
+	if n := snap.UnsupportedFields; n != 4 {
+		t.Errorf("UnsupportedFields = %d, want one per object but the Telemetry (nothing reads the other kinds yet)", n)
 	}
 	for _, c := range snap.Configs {
 		if c.Kind == model.Kind("ProxyConfig") && c.Source != "kinds.yaml#1" {
