@@ -26,7 +26,10 @@ import (
 // Deployment share one entry, and dropped when any object of those kinds
 // changes (a new object may bind to the gateway, so no finer dependency is
 // safe). Listeners name credentials by SDS resource name only, so a Secret
-// change leaves them cached and pushes SDS alone.
+// change leaves them cached and pushes SDS alone. Listeners also carry the
+// router's telemetry (pilot/networking/telemetry): their key adds
+// telemetry.Key (the applied Telemetry objects and the span tags, which
+// include the cluster and mesh IDs) and they depend on Telemetry objects.
 type ListenerGenerator struct {
 	Logger *slog.Logger
 }
