@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	grpcstatsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/grpc_stats/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -53,6 +54,17 @@ func NetworkMetadataExchange() (*listenerv3.Filter, error) {
 		return nil, err
 	}
 	return &listenerv3.Filter{Name: MetadataExchangeName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: cfg}}, nil
+}
+
+// ClusterMetadataExchange is the upstream network filter istiod puts on
+// every outbound cluster and PassthroughCluster: the metadata exchange of
+// outbound TCP (the same config as NetworkMetadataExchange).
+func ClusterMetadataExchange() (*clusterv3.Filter, error) {
+	cfg, err := typedStruct(networkMXType, map[string]any{"protocol": peerExchangeProtocol, "enable_discovery": true})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv3.Filter{Name: MetadataExchangeName, TypedConfig: cfg}, nil
 }
 
 // HTTPMetadataExchange is the HTTP peer-metadata filter istiod puts first

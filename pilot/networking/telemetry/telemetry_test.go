@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
@@ -320,4 +322,32 @@ func filterNamed(filters []any, name string) any {
 		}
 	}
 	return nil
+}
+
+// TestClusterMetadataExchangeMatchesIstiod: reviews-v1's outbound clusters
+// and PassthroughCluster carry istiod's upstream metadata exchange filter;
+// the inbound, BlackHole and InboundPassthrough clusters none, as istiod's.
+func TestClusterMetadataExchangeMatchesIstiod(t *testing.T) {
+	dir := fixtures.Shared(t, "istiod-xds/bookinfo/reviews-v1/envoy.config.cluster.v3.Cluster")
+	in := nt.Bookinfo(t)
+	cs, err := cluster.Build(nt.BookinfoProxy("reviews-v1"), in.PushContext())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, c := range cs {
+		path := filepath.Join(dir, strings.NewReplacer("|", "_", ":", "_", "/", "_", "~", "_").Replace(c.GetName())+".json")
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		want := fixtureJSON(t, path)["filters"]
+		got := toJSON(t, c)["filters"]
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("cluster %s filters\n got %v\nwant %v", c.GetName(), got, want)
+		}
+		checked++
+	}
+	if checked < 10 {
+		t.Errorf("compared %d clusters with istiod's, want most of reviews-v1's", checked)
+	}
 }
