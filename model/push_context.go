@@ -101,6 +101,8 @@ type PushContext struct {
 	proxyConfigs *ProxyConfigs
 	// security indexes PeerAuthentication and AuthorizationPolicy (security_policies.go).
 	security *SecurityPolicies
+	// telemetries indexes Telemetry objects (telemetry.go).
+	telemetries *Telemetries
 	// secrets are the credential Secrets when pc was built (nil: none);
 	// credentialAccess is env.CredentialAccess (credentials.go).
 	secrets          SecretSnapshot
@@ -178,6 +180,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	}
 	pc.security = securityPoliciesFor(env, prev, req, reuse)
 	pc.initEnvoyFilters(env, prev, req, reuse)
+	pc.telemetries = telemetriesFor(env, prev, req, reuse)
 	return pc
 }
 

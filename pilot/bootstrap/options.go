@@ -3,6 +3,7 @@
 package bootstrap
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -163,6 +164,7 @@ func (o *Options) validate() error {
 // DefaultMeshConfig returns Istio's mesh defaults that the generators use.
 func DefaultMeshConfig() *meshconfig.MeshConfig {
 	return &meshconfig.MeshConfig{
+		EnableTracing:         true,
 		RootNamespace:         "istio-system",
 		TrustDomain:           "cluster.local",
 		ConnectTimeout:        durationpb.New(10 * time.Second),
@@ -196,6 +198,13 @@ func LoadMeshConfig(path string) (*meshconfig.MeshConfig, bool, error) {
 	}
 	// Fields the file sets replace the defaults; the rest keep them.
 	proto.Merge(mesh, user)
+	// Merging cannot turn a default true off: a false the file sets wins.
+	var set map[string]json.RawMessage
+	if err := json.Unmarshal(js, &set); err == nil {
+		if _, ok := set["enableTracing"]; ok {
+			mesh.EnableTracing = user.GetEnableTracing()
+		}
+	}
 	return mesh, true, nil
 }
 

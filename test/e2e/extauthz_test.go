@@ -16,6 +16,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -74,7 +75,7 @@ spec:
 }
 
 // firstHTTPFilters returns the first two HTTP filters of productpage's
-// inbound 9080 connection manager, or nil.
+// inbound 9080 connection manager after the metadata exchange filter, or nil.
 func firstHTTPFilters(c *adsc.Client) []*hcmv3.HttpFilter {
 	a, ok := c.Resources(model.ListenerType)["virtualInbound"]
 	if !ok {
@@ -85,15 +86,30 @@ func firstHTTPFilters(c *adsc.Client) []*hcmv3.HttpFilter {
 		return nil
 	}
 	for _, fc := range l.GetFilterChains() {
-		if fc.GetFilterChainMatch().GetDestinationPort().GetValue() != 9080 || len(fc.GetFilters()) == 0 ||
-			fc.GetFilters()[0].GetName() != wellknown.HTTPConnectionManager {
+		if fc.GetFilterChainMatch().GetDestinationPort().GetValue() != 9080 {
 			continue
 		}
-		var h hcmv3.HttpConnectionManager
-		if fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(&h) != nil || len(h.GetHttpFilters()) < 2 {
-			return nil
+		// The HTTP manager follows the metadata exchange network filter.
+		for _, f := range fc.GetFilters() {
+			if f.GetName() != wellknown.HTTPConnectionManager {
+				continue
+			}
+			var h hcmv3.HttpConnectionManager
+			if f.GetTypedConfig().UnmarshalTo(&h) != nil {
+				return nil
+			}
+			// The metadata exchange filter comes before the policy filters.
+			var fs []*hcmv3.HttpFilter
+			for _, hf := range h.GetHttpFilters() {
+				if hf.GetName() != telemetry.MetadataExchangeName {
+					fs = append(fs, hf)
+				}
+			}
+			if len(fs) < 2 {
+				return nil
+			}
+			return fs[:2]
 		}
-		return h.GetHttpFilters()[:2]
 	}
 	return nil
 }

@@ -79,6 +79,7 @@ var deniedAccess = []access{
 	{"networking.istio.io", "virtualservices", "delete", "default"},
 	{"telemetry.istio.io", "telemetries", "create", "default"},
 	{"networking.istio.io", "envoyfilters", "update", "default"},
+	{"extensions.istio.io", "wasmplugins", "delete", "default"},
 	{"rbac.authorization.k8s.io", "clusterroles", "list", ""},
 	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create", ""},
 	{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "delete", ""},

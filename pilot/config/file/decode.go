@@ -43,14 +43,15 @@ const (
 	defaultNS       = "default"
 )
 
-// Kinds of the chart's other Istio CRDs. Nothing consumes them yet; the
-// loader decodes and validates them so that a directory holding them loads
-// as a cluster would take it.
+// Kinds of the chart's other Istio CRDs. Telemetry is consumed
+// (model.Telemetries); nothing consumes the others yet: the loader decodes
+// and validates them so that a directory holding them loads as a cluster
+// would take it.
 const (
 	KindEnvoyFilter                 = model.KindEnvoyFilter
 	KindProxyConfig                 = model.KindProxyConfig
 	KindWorkloadGroup    model.Kind = "WorkloadGroup"
-	KindTelemetry        model.Kind = "Telemetry"
+	KindTelemetry                   = model.KindTelemetry
 	KindWasmPlugin       model.Kind = "WasmPlugin"
 	KindTrafficExtension model.Kind = "TrafficExtension"
 )

@@ -103,11 +103,11 @@ var kinds = []kindInfo{
 			return f.Networking().V1().WorkloadGroups().Informer()
 		},
 		converter(file.KindWorkloadGroup, func(o *networkingv1.WorkloadGroup) proto.Message { return &o.Spec })},
-	{file.KindTelemetry, "telemetries.telemetry.istio.io",
+	{model.KindTelemetry, "telemetries.telemetry.istio.io",
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Telemetry().V1().Telemetries().Informer()
 		},
-		converter(file.KindTelemetry, func(o *telemetryv1.Telemetry) proto.Message { return &o.Spec })},
+		converter(model.KindTelemetry, func(o *telemetryv1.Telemetry) proto.Message { return &o.Spec })},
 	{file.KindWasmPlugin, "wasmplugins.extensions.istio.io",
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Extensions().V1alpha1().WasmPlugins().Informer()

@@ -19,7 +19,7 @@ func TestKindsCoverTheChartsCRDs(t *testing.T) {
 	got := Kinds()
 	want := append([]model.Kind{}, model.IstioKinds...)
 	want = append(want, file.KindPeerAuthentication, file.KindAuthorizationPolicy, file.KindRequestAuthentication,
-		model.KindEnvoyFilter, file.KindProxyConfig, file.KindWorkloadGroup, file.KindTelemetry, file.KindWasmPlugin, file.KindTrafficExtension)
+		model.KindEnvoyFilter, file.KindProxyConfig, file.KindWorkloadGroup, model.KindTelemetry, file.KindWasmPlugin, file.KindTrafficExtension)
 	for _, k := range want {
 		if got[k] == "" {
 			t.Errorf("kind %s not watched", k)

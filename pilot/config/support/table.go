@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
-	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // Notes shared by several entries.
@@ -37,9 +36,9 @@ func buildTable() map[string][]Field {
 		"RequestAuthentication": requestAuthentication(),
 		"ProxyConfig":           proxyConfig(),
 		"EnvoyFilter":           envoyFilter(),
+		"Telemetry":             telemetryFields(),
 		// Kinds the config sources accept and validate but no generator reads.
 		"WorkloadGroup":    unconsumed(&networking.WorkloadGroup{}),
-		"Telemetry":        unconsumed(&telemetry.Telemetry{}),
 		"WasmPlugin":       unconsumed(&extensions.WasmPlugin{}),
 		"TrafficExtension": unconsumed(&extensions.TrafficExtension{}),
 	}

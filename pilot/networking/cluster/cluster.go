@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
+	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 	"github.com/meshpilot/meshpilot/pilot/networking/trafficpolicy"
 )
 
@@ -229,7 +230,21 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 	if err := applyProxyProtocol(c, policy.GetProxyProtocol()); err != nil {
 		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
+	if err := addMetadataExchange(c); err != nil {
+		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
+	}
 	return c, nil
+}
+
+// addMetadataExchange puts Istio's upstream metadata exchange filter on c,
+// as istiod does on outbound clusters and PassthroughCluster.
+func addMetadataExchange(c *clusterv3.Cluster) error {
+	mx, err := telemetry.ClusterMetadataExchange()
+	if err != nil {
+		return err
+	}
+	c.Filters = append(c.Filters, mx)
+	return nil
 }
 
 func setOriginalDst(c *clusterv3.Cluster) {
@@ -399,6 +414,8 @@ func blackHole(timeout *durationpb.Duration) *clusterv3.Cluster {
 func passthrough(timeout *durationpb.Duration) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{Name: clustername.Passthrough, ConnectTimeout: timeout}
 	setOriginalDst(c)
+	// A constant config: packing it cannot fail.
+	_ = addMetadataExchange(c)
 	return c
 }
 

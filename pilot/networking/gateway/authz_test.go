@@ -133,10 +133,10 @@ func TestAuthorizationPolicyChangeRebuildsCachedListeners(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, fc := range l.GetFilterChains() {
-			if fc.GetFilters()[0].GetName() == "envoy.filters.network.rbac.deny" {
+			if mainFilter(fc).GetName() == "envoy.filters.network.rbac.deny" {
 				found = true
 			}
-			if fc.GetFilters()[0].GetName() == wellknown.HTTPConnectionManager &&
+			if mainFilter(fc).GetName() == wellknown.HTTPConnectionManager &&
 				slices.Contains(names(connManager(t, fc).GetHttpFilters()), "envoy.filters.http.rbac.deny") {
 				found = true
 			}

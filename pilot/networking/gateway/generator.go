@@ -13,6 +13,7 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
+	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
 
 // ListenerGenerator serves LDS to router proxies (BuildListeners). Logger
@@ -26,7 +27,10 @@ import (
 // Deployment share one entry, and dropped when any object of those kinds
 // changes (a new object may bind to the gateway, so no finer dependency is
 // safe). Listeners name credentials by SDS resource name only, so a Secret
-// change leaves them cached and pushes SDS alone.
+// change leaves them cached and pushes SDS alone. Listeners also carry the
+// router's telemetry (pilot/networking/telemetry): their key adds
+// telemetry.Key (the applied Telemetry objects and the span tags, which
+// include the cluster and mesh IDs) and they depend on Telemetry objects.
 //
 // EnvoyFilter patches (GATEWAY context) are applied after the listeners
 // are built; the cache key names the patches.
@@ -61,7 +65,7 @@ func listenerDeps() []model.ConfigKey {
 	return []model.ConfigKey{
 		model.DependsOnAll(model.KindGateway), model.DependsOnAll(model.KindVirtualService),
 		model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindRequestAuthentication),
-		model.DependsOnAll(model.KindAuthorizationPolicy),
+		model.DependsOnAll(model.KindAuthorizationPolicy), model.DependsOnAll(model.KindTelemetry),
 	}
 }
 
@@ -91,7 +95,10 @@ func cacheScope(proxy *model.Proxy) string {
 func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	cache := push.XDSCache()
 	patches := envoyfilter.For(proxy, push, g.EnvoyFilters)
-	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName, Scope: cacheScope(proxy),
+	// Telemetry adds the proxy's cluster and mesh IDs (span tags) to what
+	// the scope says.
+	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName,
+		Scope:        cacheScope(proxy) + "\x00telemetry" + telemetry.Key(proxy, push),
 		EnvoyFilters: patches.KeyFor(envoyfilter.Gateway, envoyfilter.ListenerKinds()...)}
 	if res, ok := cache.Get(key); ok {
 		return slices.Clone(res), nil

@@ -21,6 +21,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
+	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
 
 // BuildListeners returns the listeners of a router proxy, one per server
@@ -57,6 +58,14 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 		return nil
 	}
 	defer auth.logWarnings(log)
+	tel, err := telemetry.For(proxy, push)
+	if err != nil {
+		log.Error("gateway listeners not built", "error", err)
+		return nil
+	}
+	for _, w := range tel.Warnings {
+		log.Warn("telemetry setting not applied", "warning", w)
+	}
 	var out []*listenerv3.Listener
 	for _, port := range ports {
 		l := &listenerv3.Listener{
@@ -86,6 +95,10 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 				Name:       wellknown.TlsInspector,
 				ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: inspector},
 			}}
+		}
+		if err := tel.Apply(l, telemetry.Gateway); err != nil {
+			log.Error("telemetry", "error", err)
+			continue
 		}
 		out = append(out, l)
 	}

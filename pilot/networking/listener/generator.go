@@ -13,9 +13,14 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
+	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
 
 // Generator serves LDS. Logger may be nil (no logs).
+//
+// Every listener carries the proxy's telemetry (pilot/networking/telemetry):
+// the cached ones are keyed by telemetry.Key too, and depend on
+// Telemetry objects.
 //
 // Outbound listeners are functions of their name (which carries a
 // Sidecar egress bind address), port, (TCP) service hostname, translated
@@ -52,6 +57,18 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 	log = log.With("proxy", proxy.ID)
 	cache := push.XDSCache()
+	tel, err := telemetry.For(proxy, push)
+	if err != nil {
+		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
+	}
+	for _, w := range tel.Warnings {
+		log.Warn("telemetry setting not applied", "warning", w)
+	}
+	// Telemetry (metadata exchange, stats, access logs, tracing) is part of
+	// every listener: its key is part of every cache key, and a Telemetry
+	// change drops the cached listeners.
+	telKey := "\x00telemetry" + tel.CacheKey()
+	deps := []model.ConfigKey{model.DependsOnAll(model.KindTelemetry)}
 	specs := outboundListeners(proxy, push, log)
 	out := make(model.Resources, 0, len(specs)+2)
 	patches := envoyfilter.For(proxy, push, g.EnvoyFilters)
@@ -60,19 +77,22 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	// The Sidecar's outboundTrafficPolicy, else the mesh's, picks the catch-all.
 	allowAny := push.SidecarScope(proxy).AllowAny()
 	voKey := virtualOutboundKey
-	voKey.Scope = strconv.FormatBool(allowAny)
+	voKey.Scope = strconv.FormatBool(allowAny) + telKey
 	voKey.EnvoyFilters = outKey
 	vo, ok := cache.Get(voKey)
 	if !ok {
 		tok := cache.Token(push)
 		l, err := virtualOutbound(allowAny)
+		if err == nil {
+			err = tel.Apply(l, telemetry.SidecarOutbound)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
 		if vo, err = marshalPatched(patches, envoyfilter.SidecarOutbound, l); err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		cache.Add(voKey, nil, tok, vo)
+		cache.Add(voKey, deps, tok, vo)
 	}
 	out = append(out, vo...)
 
@@ -81,6 +101,9 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 	}
 	for _, l := range append([]*listenerv3.Listener{vi}, bound...) {
+		if err := tel.Apply(l, telemetry.SidecarInbound); err != nil {
+			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
+		}
 		res, err := marshalPatched(patches, envoyfilter.SidecarInbound, l)
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
@@ -89,13 +112,16 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 
 	for _, o := range specs {
-		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.cacheScope(), EnvoyFilters: outKey}
+		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.cacheScope() + telKey, EnvoyFilters: outKey}
 		if res, ok := cache.Get(key); ok {
 			out = append(out, res...)
 			continue
 		}
 		tok := cache.Token(push)
 		l, err := o.build()
+		if err == nil {
+			err = tel.Apply(l, telemetry.SidecarOutbound)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
@@ -103,7 +129,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
-		cache.Add(key, nil, tok, res)
+		cache.Add(key, deps, tok, res)
 		out = append(out, res...)
 	}
 	return appendAdded(out, patches)

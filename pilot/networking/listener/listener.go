@@ -23,6 +23,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/authn"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
+	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
 
 // WildcardAddress is the address of outbound listeners shared by every service on a port.
@@ -47,8 +48,13 @@ func Name(address string, port uint32) string {
 // binds with captureMode NONE: the real inbound listeners IP_PORT of its
 // ingress ports and the outbound listeners of its egress ports. A Sidecar's
 // egress listeners with ports narrow which services get listeners on which
-// ports (see outboundListeners).
+// ports (see outboundListeners). Every listener carries the proxy's
+// telemetry (telemetry.Config.Apply).
 func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*listenerv3.Listener, error) {
+	tel, err := telemetry.For(proxy, push)
+	if err != nil {
+		return nil, err
+	}
 	vo, err := virtualOutbound(push.SidecarScope(proxy).AllowAny())
 	if err != nil {
 		return nil, err
@@ -57,10 +63,21 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 	if err != nil {
 		return nil, err
 	}
+	for _, l := range append([]*listenerv3.Listener{vi}, bound...) {
+		if err := tel.Apply(l, telemetry.SidecarInbound); err != nil {
+			return nil, err
+		}
+	}
+	if err := tel.Apply(vo, telemetry.SidecarOutbound); err != nil {
+		return nil, err
+	}
 	out := append([]*listenerv3.Listener{vo, vi}, bound...)
 	for _, o := range outboundListeners(proxy, push, log) {
 		l, err := o.build()
 		if err != nil {
+			return nil, err
+		}
+		if err := tel.Apply(l, telemetry.SidecarOutbound); err != nil {
 			return nil, err
 		}
 		out = append(out, l)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -72,11 +73,13 @@ func specFor(kind model.Kind) proto.Message {
 		return &networking.Sidecar{}
 	case model.KindEnvoyFilter:
 		return &networking.EnvoyFilter{}
+	case model.KindTelemetry:
+		return &telemetry.Telemetry{}
 	}
 	return nil
 }
 
-// LoadConfigs decodes the networking.istio.io objects of a YAML file (path
+// LoadConfigs decodes the networking.istio.io (and Telemetry) objects of a YAML file (path
 // relative to TestdataDir, or absolute); objects without a namespace get ns.
 func LoadConfigs(t testing.TB, path, ns string) []model.Config {
 	t.Helper()
