@@ -11,8 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/anypb"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -24,60 +22,13 @@ import (
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
-// bookinfoPods reads the example mesh's pods (one running pod per Deployment).
-func bookinfoPods(t *testing.T) []*corev1.Pod {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo", "pods.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []*corev1.Pod
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		p := &corev1.Pod{}
-		if err := yaml.Unmarshal([]byte(doc), p); err != nil {
-			t.Fatal(err)
-		}
-		if p.Name != "" {
-			p.Namespace = "default"
-			pods = append(pods, p)
-		}
-	}
-	return pods
-}
-
-// bookinfoSlices is one EndpointSlice per Bookinfo service holding the pods
-// its app label picks, as the EndpointSlice controller would write them.
-func bookinfoSlices(pods []*corev1.Pod) []*discoveryv1.EndpointSlice {
-	var out []*discoveryv1.EndpointSlice
-	for _, svc := range []string{"details", "productpage", "ratings", "reviews"} {
-		s := &discoveryv1.EndpointSlice{
-			TypeMeta:    metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
-			ObjectMeta:  metav1.ObjectMeta{Name: svc + "-abcde", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](9080), Protocol: ptr(corev1.ProtocolTCP)}},
-		}
-		for _, p := range pods {
-			if p.Labels["app"] != svc {
-				continue
-			}
-			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-				Addresses:  []string{p.Status.PodIP},
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
-				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: p.Name},
-			})
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
 // TestBookinfoClustersMatchFileMode: Bookinfo's manifests applied to a real
 // API server (plus the EndpointSlices a controller would write) give a
 // reviews-v1 sidecar the same clusters as file mode gives for the same
 // manifests.
 func TestBookinfoClustersMatchFileMode(t *testing.T) {
-	pods := bookinfoPods(t)
-	slicesList := bookinfoSlices(pods)
+	pods := fixtures.BookinfoPods(t)
+	slicesList := fixtures.BookinfoSlices(pods)
 	manifests := []string{
 		fixtures.Path(t, "bookinfo-kube/bookinfo.yaml"),
 		fixtures.Path(t, "bookinfo-networking/destination-rule-all.yaml"),

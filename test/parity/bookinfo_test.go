@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -47,7 +46,7 @@ var xdsTypes = map[string]string{
 // of what each receives with what istiod sent it.
 func TestBookinfoMatchesIstiod(t *testing.T) {
 	fixtureDir := fixtures.Shared(t, "istiod-xds/bookinfo")
-	pods := bookinfoPods(t)
+	pods := fixtures.BookinfoPods(t)
 	var podNames []string
 	for _, p := range pods {
 		podNames = append(podNames, p.Name)
@@ -189,7 +188,7 @@ func startServer(t *testing.T, pods []*corev1.Pod) *bootstrap.Server {
 		writeFile(t, filepath.Join(dir, f), raw)
 	}
 	var docs []string
-	for _, o := range append([]any{apiServerService()}, bookinfoSlices(pods)...) {
+	for _, o := range bookinfoObjects(pods) {
 		b, err := yaml.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
@@ -221,51 +220,13 @@ func apiServerService() *corev1.Service {
 	}
 }
 
-// bookinfoPods reads the example mesh's pods (one running pod per Deployment).
-func bookinfoPods(t *testing.T) []*corev1.Pod {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(fixtures.RepoRoot(t), "examples", "bookinfo", "pods.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []*corev1.Pod
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		p := &corev1.Pod{}
-		if err := yaml.Unmarshal([]byte(doc), p); err != nil {
-			t.Fatal(err)
-		}
-		if p.Name != "" {
-			p.Namespace = "default"
-			pods = append(pods, p)
-		}
-	}
-	return pods
-}
+func ptr[T any](v T) *T { return &v }
 
-// bookinfoSlices is one EndpointSlice per Bookinfo Service holding the pods
-// its app label picks, as the EndpointSlice controller writes them.
-func bookinfoSlices(pods []*corev1.Pod) []any {
-	var out []any
-	for _, svc := range []string{"details", "productpage", "ratings", "reviews"} {
-		s := &discoveryv1.EndpointSlice{
-			TypeMeta:    metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
-			ObjectMeta:  metav1.ObjectMeta{Name: svc + "-abcde", Namespace: "default", Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](9080), Protocol: ptr(corev1.ProtocolTCP)}},
-		}
-		for _, p := range pods {
-			if p.Labels["app"] != svc {
-				continue
-			}
-			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
-				Addresses:  []string{p.Status.PodIP},
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
-				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: p.Name},
-			})
-		}
+// bookinfoObjects are the API server's own Service and Bookinfo's slices.
+func bookinfoObjects(pods []*corev1.Pod) []any {
+	out := []any{apiServerService()}
+	for _, s := range fixtures.BookinfoSlices(pods) {
 		out = append(out, s)
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -133,10 +133,10 @@ func TestAuthorizationPolicyChangeRebuildsCachedListeners(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, fc := range l.GetFilterChains() {
-			if mainFilter(fc).GetName() == "envoy.filters.network.rbac.deny" {
+			if nt.MainFilter(fc).GetName() == "envoy.filters.network.rbac.deny" {
 				found = true
 			}
-			if mainFilter(fc).GetName() == wellknown.HTTPConnectionManager &&
+			if nt.MainFilter(fc).GetName() == wellknown.HTTPConnectionManager &&
 				slices.Contains(names(connManager(t, fc).GetHttpFilters()), "envoy.filters.http.rbac.deny") {
 				found = true
 			}

@@ -158,7 +158,7 @@ func TestPassthrough(t *testing.T) {
 	got := map[string]*tcpv3.TcpProxy{}
 	for _, fc := range l.GetFilterChains() {
 		tp := &tcpv3.TcpProxy{}
-		if err := mainFilter(fc).GetTypedConfig().UnmarshalTo(tp); err != nil {
+		if err := nt.MainFilter(fc).GetTypedConfig().UnmarshalTo(tp); err != nil {
 			t.Fatal(err)
 		}
 		if fc.GetTransportSocket() != nil {

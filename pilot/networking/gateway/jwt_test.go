@@ -36,10 +36,10 @@ func TestRequestAuthenticationOnGateway(t *testing.T) {
 		}
 		nt.ValidateRecursively(t, ls[0])
 		hcm := &hcmv3.HttpConnectionManager{}
-		if err := mainFilter(ls[0].GetFilterChains()[0]).GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		if err := nt.MainFilter(ls[0].GetFilterChains()[0]).GetTypedConfig().UnmarshalTo(hcm); err != nil {
 			t.Fatal(err)
 		}
-		return withoutTelemetry(hcm.GetHttpFilters())
+		return nt.WithoutTelemetry(hcm.GetHttpFilters())
 	}
 	got := filters(router("ingress", map[string]string{"istio": "ingressgateway"}))
 	if len(got) < 2 || got[0].GetName() != authn.JWTFilterName || got[len(got)-1].GetName() != "envoy.filters.http.router" {
@@ -54,7 +54,7 @@ func TestRequestAuthenticationOnGateway(t *testing.T) {
 
 func names(fs []*hcmv3.HttpFilter) []string {
 	var out []string
-	for _, f := range withoutTelemetry(fs) {
+	for _, f := range nt.WithoutTelemetry(fs) {
 		out = append(out, f.GetName())
 	}
 	return out

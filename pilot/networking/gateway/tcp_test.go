@@ -53,7 +53,7 @@ func listeners(t *testing.T, proxy *model.Proxy, configs ...model.Config) map[st
 func tcpCluster(t *testing.T, fc *listenerv3.FilterChain) string {
 	t.Helper()
 	tp := &tcpv3.TcpProxy{}
-	if err := mainFilter(fc).GetTypedConfig().UnmarshalTo(tp); err != nil {
+	if err := nt.MainFilter(fc).GetTypedConfig().UnmarshalTo(tp); err != nil {
 		t.Fatalf("chain filter is not a tcp_proxy: %v", err)
 	}
 	return tp.GetCluster()

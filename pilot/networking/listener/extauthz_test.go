@@ -53,10 +53,10 @@ func httpFilterNames(t *testing.T, l map[string]*listenerv3.Listener, port uint3
 	t.Helper()
 	out := map[string][]string{}
 	for name, fc := range chainsFor(l[listener.VirtualInbound], port) {
-		if mainFilter(fc).GetName() != wellknown.HTTPConnectionManager {
+		if nt.MainFilter(fc).GetName() != wellknown.HTTPConnectionManager {
 			continue // a rejecting chain (BlackHole)
 		}
-		for _, f := range withoutTelemetry(hcm(t, mainFilter(fc)).GetHttpFilters()) {
+		for _, f := range nt.WithoutTelemetry(hcm(t, nt.MainFilter(fc)).GetHttpFilters()) {
 			out[name] = append(out[name], f.GetName())
 		}
 	}
@@ -103,10 +103,10 @@ func TestInboundExtAuthzOrder(t *testing.T) {
 	checked := 0
 	for name, fc := range chains {
 		var got []string
-		for _, f := range withoutTelemetryNet(fc.GetFilters()) {
+		for _, f := range nt.WithoutTelemetryNet(fc.GetFilters()) {
 			got = append(got, f.GetName())
 		}
-		if got[len(got)-1] == wellknown.TCPProxy && mainFilter(fc).GetName() == wellknown.TCPProxy {
+		if got[len(got)-1] == wellknown.TCPProxy && nt.MainFilter(fc).GetName() == wellknown.TCPProxy {
 			continue // a rejecting chain (BlackHole)
 		}
 		wantTCP := []string{"envoy.filters.network.rbac.custom", wellknown.ExternalAuthorization, "envoy.filters.network.rbac.audit", wellknown.RoleBasedAccessControl, wellknown.TCPProxy}
@@ -140,10 +140,10 @@ func TestInboundExtAuthzUnknownProvider(t *testing.T) {
 	in.Services = append(in.Services, extAuthzService)
 	in.Configs = append(in.Configs, loadSecurity(t, customPolicy("default", "productpage", "no-such-provider"))...)
 	for name, fc := range chainsFor(build(t, in, nt.BookinfoProxy("productpage-v1"))[listener.VirtualInbound], 9080) {
-		if mainFilter(fc).GetName() != wellknown.HTTPConnectionManager {
+		if nt.MainFilter(fc).GetName() != wellknown.HTTPConnectionManager {
 			continue
 		}
-		first := withoutTelemetry(hcm(t, mainFilter(fc)).GetHttpFilters())[0]
+		first := nt.WithoutTelemetry(hcm(t, nt.MainFilter(fc)).GetHttpFilters())[0]
 		var r rbachttpv3.RBAC
 		if first.GetName() != "envoy.filters.http.rbac.custom" || first.GetTypedConfig().UnmarshalTo(&r) != nil {
 			t.Fatalf("chain %s first filter %s, want the CUSTOM deny-all", name, first.GetName())

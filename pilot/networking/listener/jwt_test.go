@@ -58,7 +58,7 @@ func TestInboundRequestAuthentication(t *testing.T) {
 		t.Fatal("productpage has no chain for port 9080")
 	}
 	for name, fc := range chains {
-		filters := withoutTelemetry(hcm(t, mainFilter(fc)).GetHttpFilters())
+		filters := nt.WithoutTelemetry(hcm(t, nt.MainFilter(fc)).GetHttpFilters())
 		if len(filters) < 3 || filters[0].GetName() != authn.JWTFilterName || !authz.IsRBACFilter(filters[1].GetName()) ||
 			filters[len(filters)-1].GetName() != wellknown.Router {
 			var names []string
@@ -81,10 +81,10 @@ func TestInboundRequestAuthentication(t *testing.T) {
 
 	reviews := build(t, in, nt.BookinfoProxy("reviews-v1"))[listener.VirtualInbound]
 	for name, fc := range chainsFor(reviews, 9080) {
-		if mainFilter(fc).GetName() != wellknown.HTTPConnectionManager {
+		if nt.MainFilter(fc).GetName() != wellknown.HTTPConnectionManager {
 			continue
 		}
-		for _, f := range hcm(t, mainFilter(fc)).GetHttpFilters() {
+		for _, f := range hcm(t, nt.MainFilter(fc)).GetHttpFilters() {
 			if f.GetName() == authn.JWTFilterName {
 				t.Errorf("reviews chain %s has a jwt_authn filter", name)
 			}

@@ -78,7 +78,7 @@ func TestBuildStandard(t *testing.T) {
 		t.Errorf("virtualOutbound %v", vo)
 	}
 	catchAll := vo.GetFilterChains()[len(vo.GetFilterChains())-1]
-	if tp := tcpProxy(t, mainFilter(catchAll)); tp.GetCluster() != "PassthroughCluster" || tp.GetStatPrefix() != "PassthroughCluster" {
+	if tp := tcpProxy(t, nt.MainFilter(catchAll)); tp.GetCluster() != "PassthroughCluster" || tp.GetStatPrefix() != "PassthroughCluster" {
 		t.Errorf("virtualOutbound catch-all %v", tp)
 	}
 
@@ -96,11 +96,11 @@ func TestBuildStandard(t *testing.T) {
 	if inbound == nil {
 		t.Fatalf("virtualInbound has no chain for target port 9081: %v", vi.GetFilterChains())
 	}
-	ih := hcm(t, mainFilter(inbound))
+	ih := hcm(t, nt.MainFilter(inbound))
 	if r := ih.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0]; r.GetRoute().GetCluster() != "inbound|9081||" {
 		t.Errorf("inbound route %v", r)
 	}
-	if tp := tcpProxy(t, mainFilter(vi.GetDefaultFilterChain())); tp.GetCluster() != "InboundPassthroughCluster" {
+	if tp := tcpProxy(t, nt.MainFilter(vi.GetDefaultFilterChain())); tp.GetCluster() != "InboundPassthroughCluster" {
 		t.Errorf("inbound default chain %v", tp)
 	}
 
@@ -108,12 +108,12 @@ func TestBuildStandard(t *testing.T) {
 	if http.GetBindToPort().GetValue() || http.GetBindToPort() == nil || http.GetTrafficDirection().String() != "OUTBOUND" {
 		t.Errorf("0.0.0.0_9080 bind_to_port %v direction %v", http.GetBindToPort(), http.GetTrafficDirection())
 	}
-	h := hcm(t, mainFilter(http.GetFilterChains()[0]))
+	h := hcm(t, nt.MainFilter(http.GetFilterChains()[0]))
 	if h.GetRds().GetRouteConfigName() != "9080" || h.GetRds().GetConfigSource().GetAds() == nil || h.GetStatPrefix() != "outbound_0.0.0.0_9080" {
 		t.Errorf("0.0.0.0_9080 hcm %v", h)
 	}
 	var router routerv3.Router
-	if hf := withoutTelemetry(h.GetHttpFilters()); len(hf) != 3 || hf[0].GetName() != wellknown.Fault || hf[1].GetName() != wellknown.CORS ||
+	if hf := nt.WithoutTelemetry(h.GetHttpFilters()); len(hf) != 3 || hf[0].GetName() != wellknown.Fault || hf[1].GetName() != wellknown.CORS ||
 		hf[2].GetName() != wellknown.Router || hf[2].GetTypedConfig().UnmarshalTo(&router) != nil {
 		t.Errorf("http filters %v", hf)
 	}
@@ -134,10 +134,10 @@ func TestBuildStandard(t *testing.T) {
 	if sa := mysql.GetAddress().GetSocketAddress(); sa.GetAddress() != nt.MySQLVIP || sa.GetPortValue() != 3306 {
 		t.Errorf("mysql address %v", sa)
 	}
-	if tp := tcpProxy(t, mainFilter(mysql.GetFilterChains()[0])); tp.GetCluster() != "outbound|3306||"+nt.MySQLHost {
+	if tp := tcpProxy(t, nt.MainFilter(mysql.GetFilterChains()[0])); tp.GetCluster() != "outbound|3306||"+nt.MySQLHost {
 		t.Errorf("mysql tcp_proxy %v", tp)
 	}
-	if tp := tcpProxy(t, mainFilter(got["0.0.0.0_27017"].GetFilterChains()[0])); tp.GetCluster() != "outbound|27017||"+nt.MongoExtHost {
+	if tp := tcpProxy(t, nt.MainFilter(got["0.0.0.0_27017"].GetFilterChains()[0])); tp.GetCluster() != "outbound|27017||"+nt.MongoExtHost {
 		t.Errorf("mongo tcp_proxy %v", tp)
 	}
 	for name, l := range got {
@@ -160,13 +160,13 @@ func TestRegistryOnlyAndConflicts(t *testing.T) {
 	got := build(t, in, nt.Proxy("10.9.9.9", "client", "default", nil))
 	vo := got[listener.VirtualOutbound]
 	catchAll := vo.GetFilterChains()[len(vo.GetFilterChains())-1]
-	if tp := tcpProxy(t, mainFilter(catchAll)); tp.GetCluster() != "BlackHoleCluster" {
+	if tp := tcpProxy(t, nt.MainFilter(catchAll)); tp.GetCluster() != "BlackHoleCluster" {
 		t.Errorf("REGISTRY_ONLY catch-all %v", tp)
 	}
-	if mainFilter(got["0.0.0.0_9080"].GetFilterChains()[0]).GetName() != wellknown.HTTPConnectionManager {
+	if nt.MainFilter(got["0.0.0.0_9080"].GetFilterChains()[0]).GetName() != wellknown.HTTPConnectionManager {
 		t.Errorf("HTTP listener lost port 9080 to a TCP service")
 	}
-	if tp := tcpProxy(t, mainFilter(got["0.0.0.0_27017"].GetFilterChains()[0])); tp.GetCluster() != "outbound|27017||"+nt.MongoExtHost {
+	if tp := tcpProxy(t, nt.MainFilter(got["0.0.0.0_27017"].GetFilterChains()[0])); tp.GetCluster() != "outbound|27017||"+nt.MongoExtHost {
 		t.Errorf("0.0.0.0_27017 went to %s, want the first service by hostname", tp.GetCluster())
 	}
 	for _, fc := range got[listener.VirtualInbound].GetFilterChains() {
@@ -205,7 +205,7 @@ func TestInboundTCP(t *testing.T) {
 	if chain == nil {
 		t.Fatalf("no inbound chain for 3306")
 	}
-	if tp := tcpProxy(t, mainFilter(chain)); tp.GetCluster() != "inbound|3306||" || tp.GetStatPrefix() != "inbound|3306||" {
+	if tp := tcpProxy(t, nt.MainFilter(chain)); tp.GetCluster() != "inbound|3306||" || tp.GetStatPrefix() != "inbound|3306||" {
 		t.Errorf("inbound tcp_proxy %v", tp)
 	}
 }

@@ -80,7 +80,7 @@ func chainsFor(vi *listenerv3.Listener, port uint32) map[string]*listenerv3.Filt
 		}
 		key := fc.GetName()
 		var tp tcpv3.TcpProxy
-		switch fs := withoutTelemetryNet(fc.GetFilters()); {
+		switch fs := nt.WithoutTelemetryNet(fc.GetFilters()); {
 		case fc.GetTransportSocket() != nil:
 			key += "-mtls"
 		case len(fs) == 1 && fs[0].GetTypedConfig().UnmarshalTo(&tp) == nil && tp.GetCluster() == "BlackHoleCluster":
@@ -136,13 +136,13 @@ func TestInboundPeerAuthentication(t *testing.T) {
 		ctx.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig().GetName() != "ROOTCA" {
 		t.Errorf("STRICT DownstreamTlsContext %v", ctx)
 	}
-	if hcm(t, mainFilter(mtls)).GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetCluster() != "inbound|9080||" {
+	if hcm(t, nt.MainFilter(mtls)).GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetCluster() != "inbound|9080||" {
 		t.Errorf("STRICT mtls chain does not route to inbound|9080||")
 	}
-	if reject.GetFilterChainMatch().GetTransportProtocol() != "raw_buffer" || tcpProxy(t, mainFilter(reject)).GetCluster() != "BlackHoleCluster" {
+	if reject.GetFilterChainMatch().GetTransportProtocol() != "raw_buffer" || tcpProxy(t, nt.MainFilter(reject)).GetCluster() != "BlackHoleCluster" {
 		t.Errorf("STRICT plaintext chain %v, want raw_buffer to BlackHoleCluster", reject)
 	}
-	if tcpProxy(t, mainFilter(reviews.GetDefaultFilterChain())).GetCluster() != "BlackHoleCluster" {
+	if tcpProxy(t, nt.MainFilter(reviews.GetDefaultFilterChain())).GetCluster() != "BlackHoleCluster" {
 		t.Errorf("STRICT default chain %v, want BlackHoleCluster", reviews.GetDefaultFilterChain())
 	}
 
@@ -163,7 +163,7 @@ func TestInboundPeerAuthentication(t *testing.T) {
 		t.Fatalf("PERMISSIVE workload has no Istio mTLS passthrough chain: %v", passMTLS)
 	}
 	tlsContext(t, passMTLS)
-	def := withoutTelemetryNet(pp.GetDefaultFilterChain().GetFilters())
+	def := nt.WithoutTelemetryNet(pp.GetDefaultFilterChain().GetFilters())
 	if tcpProxy(t, def[len(def)-1]).GetCluster() != "InboundPassthroughCluster" || !authz.IsRBACFilter(def[0].GetName()) {
 		t.Errorf("PERMISSIVE default chain filters %v, want network RBAC then passthrough", def)
 	}
@@ -176,7 +176,7 @@ func TestInboundAuthorization(t *testing.T) {
 	in := nt.Bookinfo(t)
 	in.Configs = append(in.Configs, loadSecurity(t, mysqlPolicy)...)
 	pp := build(t, in, nt.BookinfoProxy("productpage-v1"))[listener.VirtualInbound]
-	h := hcm(t, mainFilter(chainsFor(pp, 9080)["0.0.0.0_9080"]))
+	h := hcm(t, nt.MainFilter(chainsFor(pp, 9080)["0.0.0.0_9080"]))
 	var actions []rbacv3.RBAC_Action
 	var allow *rbacv3.RBAC
 	for _, f := range h.GetHttpFilters() {
@@ -195,7 +195,7 @@ func TestInboundAuthorization(t *testing.T) {
 	if !slices.Equal(actions, []rbacv3.RBAC_Action{rbacv3.RBAC_LOG, rbacv3.RBAC_DENY, rbacv3.RBAC_ALLOW}) {
 		t.Fatalf("RBAC filters %v, want LOG, DENY, ALLOW", actions)
 	}
-	for i, f := range withoutTelemetry(h.GetHttpFilters()) {
+	for i, f := range nt.WithoutTelemetry(h.GetHttpFilters()) {
 		if authz.IsRBACFilter(f.GetName()) && i > 2 {
 			t.Errorf("RBAC filter at %d, want the first three", i)
 		}
@@ -213,7 +213,7 @@ func TestInboundAuthorization(t *testing.T) {
 
 	// The ratings-only DENY policy selects ratings, not productpage.
 	ratings := build(t, in, nt.BookinfoProxy("ratings-v1"))[listener.VirtualInbound]
-	rh := hcm(t, mainFilter(chainsFor(ratings, 9080)["0.0.0.0_9080-mtls"]))
+	rh := hcm(t, nt.MainFilter(chainsFor(ratings, 9080)["0.0.0.0_9080-mtls"]))
 	var ratingsDeny int
 	for _, f := range rh.GetHttpFilters() {
 		var r rbachttpv3.RBAC
@@ -237,7 +237,7 @@ func TestInboundAuthorization(t *testing.T) {
 	if plain == nil {
 		t.Fatalf("no plaintext chain for mysql 3306 (namespace db is PERMISSIVE from the mesh)")
 	}
-	fs := withoutTelemetryNet(plain.GetFilters())
+	fs := nt.WithoutTelemetryNet(plain.GetFilters())
 	var nr *rbacnetv3.RBAC
 	var netActions []rbacv3.RBAC_Action
 	for _, f := range fs[:len(fs)-1] {

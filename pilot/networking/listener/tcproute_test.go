@@ -77,7 +77,7 @@ func TestTCPVirtualService(t *testing.T) {
 				t.Fatalf("%d filter chains, want %d: %v", len(fcs), len(tc.chains), fcs)
 			}
 			for i, fc := range fcs {
-				got := chainWeights(t, tcpProxy(t, mainFilter(fc)))
+				got := chainWeights(t, tcpProxy(t, nt.MainFilter(fc)))
 				if len(got) != len(tc.chains[i]) {
 					t.Errorf("chain %d: weights %v, want %v", i, got, tc.chains[i])
 				}
@@ -129,7 +129,7 @@ func TestTCPVirtualServiceCachedPerRoutes(t *testing.T) {
 				t.Fatal(err)
 			}
 			nt.ValidateRecursively(t, &l)
-			return chainWeights(t, tcpProxy(t, mainFilter(l.GetFilterChains()[0])))
+			return chainWeights(t, tcpProxy(t, nt.MainFilter(l.GetFilterChains()[0])))
 		}
 		t.Fatalf("%s: no listener %s", workload, mongoListener)
 		return nil
@@ -175,7 +175,7 @@ func TestTCPTimeoutsFromDestinationRule(t *testing.T) {
 					t.Fatal(err)
 				}
 				nt.ValidateRecursively(t, l)
-				return tcpProxy(t, mainFilter(l.GetFilterChains()[0]))
+				return tcpProxy(t, nt.MainFilter(l.GetFilterChains()[0]))
 			}
 		}
 		t.Fatalf("no listener %s", mongoListener)

@@ -73,7 +73,7 @@ func sniChains(t *testing.T, l *listenerv3.Listener) map[string]weights {
 		if len(fc.GetFilters()) != 1 {
 			t.Fatalf("%s: chain %q has filters %v, want one tcp_proxy", l.GetName(), key, fc.GetFilters())
 		}
-		out[key] = chainWeights(t, tcpProxy(t, mainFilter(fc)))
+		out[key] = chainWeights(t, tcpProxy(t, nt.MainFilter(fc)))
 	}
 	for _, fc := range l.GetFilterChains() {
 		m := fc.GetFilterChainMatch()

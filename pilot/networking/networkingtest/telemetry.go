@@ -1,4 +1,4 @@
-package gateway_test
+package networkingtest
 
 import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -7,9 +7,9 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
 
-// mainFilter is the first filter of fc that is not telemetry's (metadata
+// MainFilter is the first filter of fc that is not telemetry's (metadata
 // exchange, stats): the one the chain is about.
-func mainFilter(fc *listenerv3.FilterChain) *listenerv3.Filter {
+func MainFilter(fc *listenerv3.FilterChain) *listenerv3.Filter {
 	for _, f := range fc.GetFilters() {
 		if n := f.GetName(); n != telemetry.MetadataExchangeName && n != telemetry.StatsName {
 			return f
@@ -18,12 +18,24 @@ func mainFilter(fc *listenerv3.FilterChain) *listenerv3.Filter {
 	return nil
 }
 
-// withoutTelemetry drops telemetry's HTTP filters (metadata exchange, gRPC
+// WithoutTelemetry drops telemetry's HTTP filters (metadata exchange, gRPC
 // stats, stats) from fs.
-func withoutTelemetry(fs []*hcmv3.HttpFilter) []*hcmv3.HttpFilter {
+func WithoutTelemetry(fs []*hcmv3.HttpFilter) []*hcmv3.HttpFilter {
 	var out []*hcmv3.HttpFilter
 	for _, f := range fs {
 		if n := f.GetName(); n != telemetry.MetadataExchangeName && n != telemetry.GRPCStatsName && n != telemetry.StatsName {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// WithoutTelemetryNet drops telemetry's network filters (metadata
+// exchange, stats) from fs.
+func WithoutTelemetryNet(fs []*listenerv3.Filter) []*listenerv3.Filter {
+	var out []*listenerv3.Filter
+	for _, f := range fs {
+		if n := f.GetName(); n != telemetry.MetadataExchangeName && n != telemetry.StatsName {
 			out = append(out, f)
 		}
 	}
