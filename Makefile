@@ -11,7 +11,7 @@ BENCH_SMOKE_PKGS = $(shell git grep -l '^func Benchmark' -- '*_test.go' | xargs 
 BENCHCOUNT ?= 5
 # Fuzz targets as PACKAGE:FUNC; make test runs each for FUZZTIME.
 FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca/server:FuzzCreateCertificate \
-	./pilot/agent/config:FuzzFromEnv ./model:FuzzParseProxy ./pilot/ca/authn:FuzzParseSPIFFEID \
+	./pilot/agent/config:FuzzFromEnv ./pilot/agent/dns:FuzzParseQuery ./model:FuzzParseProxy ./pilot/ca/authn:FuzzParseSPIFFEID \
 	./pilot/ca/authn:FuzzJWTClaims ./xds:FuzzSotWRequests ./xds:FuzzDeltaRequests \
 	./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParseDoc ./pilot/config/file:FuzzNormalizeDurations \
 	./pilot/webhook/server:FuzzReview ./pilot/webhook/inject:FuzzAdmit
