@@ -103,6 +103,8 @@ type PushContext struct {
 	security *SecurityPolicies
 	// telemetries indexes Telemetry objects (telemetry.go).
 	telemetries *Telemetries
+	// wasmPlugins indexes WasmPlugin objects (wasm_plugins.go).
+	wasmPlugins *WasmPlugins
 	// secrets are the credential Secrets when pc was built (nil: none);
 	// credentialAccess is env.CredentialAccess (credentials.go).
 	secrets          SecretSnapshot
@@ -181,6 +183,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	pc.security = securityPoliciesFor(env, prev, req, reuse)
 	pc.initEnvoyFilters(env, prev, req, reuse)
 	pc.telemetries = telemetriesFor(env, prev, req, reuse)
+	pc.wasmPlugins = wasmPluginsFor(env, prev, req, reuse)
 	return pc
 }
 

@@ -17,6 +17,9 @@ const (
 	// NameTableType is Istio's NDS (DNS name table) type, served to agents
 	// with DNS capture (see internal/nds).
 	NameTableType = nds.TypeURL
+	// ExtensionConfigType is ECDS: the WasmPlugin filters listeners name
+	// (pilot/networking/wasm).
+	ExtensionConfigType = resource.ExtensionConfigType
 )
 
 // ShortType returns Istio's short name for a type URL ("cds", "eds", ...),
@@ -35,6 +38,8 @@ func ShortType(typeURL string) string {
 		return "sds"
 	case NameTableType:
 		return "nds"
+	case ExtensionConfigType:
+		return "ecds"
 	}
 	return typeURL
 }

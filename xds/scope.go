@@ -18,6 +18,8 @@ import (
 //	Service                       x    x    x    x    x
 //	DestinationRule               x    x
 //	VirtualService                          x    x
+//	WasmPlugin                              x              ECDS
+//	Secret                                                 SDS, ECDS
 //	ServiceEntry, WorkloadEntry,  x    x    x    x    x    x
 //	MeshConfig, Sidecar, Gateway,
 //	anything else, or a full push
@@ -45,7 +47,8 @@ var pushTypes = map[model.Kind][]string{
 	model.KindService:         {model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.NameTableType},
 	model.KindDestinationRule: {model.ClusterType, model.EndpointType},
 	model.KindVirtualService:  {model.ListenerType, model.RouteType},
-	model.KindSecret:          {model.SecretType},
+	model.KindSecret:          {model.SecretType, model.ExtensionConfigType},
+	model.KindWasmPlugin:      {model.ListenerType, model.ExtensionConfigType},
 }
 
 // scopedKinds are the kinds whose reach is decided by visibility.
@@ -92,7 +95,8 @@ type pushScope struct {
 	// services are the hostnames of changed services and endpoints (inbound check).
 	services []string
 	// secretNamespaces, when the request changes only Secrets, are their
-	// namespaces: credentials go to gateways of the Secret's namespace only.
+	// namespaces: credentials go to gateways of the Secret's namespace only,
+	// image pull secrets to authenticated proxies with WasmPlugins of it.
 	secretNamespaces map[string]bool
 }
 
@@ -146,8 +150,9 @@ func (p *pushScope) affects(c *Connection) bool {
 		return true
 	}
 	if p.secretNamespaces != nil {
-		return c.proxy.Type == model.Router &&
-			(p.secretNamespaces[c.proxy.ConfigNamespace()] || c.watchesSecretsOf(p.secretNamespaces))
+		return (c.proxy.Type == model.Router &&
+			(p.secretNamespaces[c.proxy.ConfigNamespace()] || c.watchesSecretsOf(p.secretNamespaces))) ||
+			c.watchesPluginsOf(p.secretNamespaces)
 	}
 	pair := scopePair{now: p.req.Push.SidecarScope(c.proxy), before: p.prev.SidecarScope(c.proxy)}
 	visible, ok := p.byScope[pair]
@@ -283,6 +288,32 @@ func (c *Connection) watchesSecretsOf(namespaces map[string]bool) bool {
 			continue
 		}
 		if ns, _, ok := strings.Cut(ref, "/"); ok && namespaces[ns] {
+			return true
+		}
+	}
+	return false
+}
+
+// watchesPluginsOf reports whether c, authenticated (pull secrets go to no
+// other), watches the ECDS resource of a WasmPlugin of one of namespaces,
+// whose image pull secret may have changed.
+func (c *Connection) watchesPluginsOf(namespaces map[string]bool) bool {
+	if c.proxy.VerifiedIdentity == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ws := c.watches[model.ExtensionConfigType]
+	if ws == nil {
+		return false
+	}
+	for n := range ws.watched.ResourceNames {
+		ref, ok := strings.CutPrefix(n, model.WasmPluginResourcePrefix)
+		if !ok {
+			continue
+		}
+		// NAMESPACE.NAME: namespaces have no dots.
+		if ns, _, ok := strings.Cut(ref, "."); ok && namespaces[ns] {
 			return true
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	udpa "github.com/cncf/xds/go/udpa/annotations"
 	udpatype "github.com/cncf/xds/go/udpa/type/v1"
 	xdstype "github.com/cncf/xds/go/xds/type/v3"
+	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -24,6 +25,11 @@ import (
 
 // Redacted replaces sensitive strings and bytes, as in Envoy.
 const Redacted = "[redacted]"
+
+// WasmPullSecretEnv is the Wasm VM environment variable that carries a
+// WasmPlugin's image pull secret (a .dockerconfigjson) from the control
+// plane to the agent, which strips it before Envoy sees it.
+const WasmPullSecretEnv = "ISTIO_META_WASM_IMAGE_PULL_SECRET"
 
 // Copy returns a redacted deep copy of m; m is not modified (generators'
 // output is shared through the resource cache).
@@ -58,6 +64,10 @@ func message(m protoreflect.Message, sensitive bool) {
 	case *udpatype.TypedStruct:
 		typedStruct(v.GetTypeUrl(), v.GetValue(), sensitive)
 		return
+	case *wasmv3.EnvironmentVariables:
+		if _, ok := v.GetKeyValues()[WasmPullSecretEnv]; ok {
+			v.KeyValues[WasmPullSecretEnv] = Redacted
+		}
 	}
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {

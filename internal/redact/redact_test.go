@@ -9,7 +9,9 @@ import (
 	xdstype "github.com/cncf/xds/go/xds/type/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	wasmhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -129,5 +131,35 @@ func TestTypedStructRedacted(t *testing.T) {
 	js := protojson.Format(Copy(ts))
 	if strings.Contains(js, "struct-secret") || !strings.Contains(js, Redacted) {
 		t.Errorf("typed struct: %s", js)
+	}
+}
+
+// TestWasmPullSecretRedacted: the pull secret a WasmPlugin's ECDS resource
+// carries for the agent is redacted inside the TypedExtensionConfig's Any;
+// the other environment variables and the module URL stay.
+func TestWasmPullSecretRedacted(t *testing.T) {
+	const dockerConfig = `{"auths":{"registry.example":{"auth":"dXNlcjpwYXNz"}}}`
+	plugin := &wasmhttpv3.Wasm{Config: &wasmv3.PluginConfig{
+		Name: "ns.p",
+		Vm: &wasmv3.PluginConfig_VmConfig{VmConfig: &wasmv3.VmConfig{
+			Runtime: "envoy.wasm.runtime.v8",
+			Code: &corev3.AsyncDataSource{Specifier: &corev3.AsyncDataSource_Remote{Remote: &corev3.RemoteDataSource{
+				HttpUri: &corev3.HttpUri{Uri: "oci://registry.example/p:1", HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: "_"}},
+			}}},
+			EnvironmentVariables: &wasmv3.EnvironmentVariables{KeyValues: map[string]string{
+				WasmPullSecretEnv:                   dockerConfig,
+				"ISTIO_META_WASM_IMAGE_PULL_POLICY": "Always",
+			}},
+		}},
+	}}
+	tec := &corev3.TypedExtensionConfig{Name: "extensions.istio.io/wasmplugin/ns.p", TypedConfig: mustAny(t, plugin)}
+	js := protojson.Format(Copy(mustAny(t, tec)))
+	if shows(js, dockerConfig) || shows(js, "dXNlcjpwYXNz") {
+		t.Fatalf("pull secret shown: %s", js)
+	}
+	for _, want := range []string{Redacted, "Always", "oci://registry.example/p:1"} {
+		if !shows(js, want) {
+			t.Errorf("redacted ECDS resource lacks %q: %s", want, js)
+		}
 	}
 }

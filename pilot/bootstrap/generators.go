@@ -13,6 +13,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/nametable"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
 	"github.com/meshpilot/meshpilot/pilot/networking/secret"
+	"github.com/meshpilot/meshpilot/pilot/networking/wasm"
 	"github.com/meshpilot/meshpilot/xds"
 	"github.com/meshpilot/meshpilot/xds/monitoring"
 )
@@ -23,6 +24,7 @@ import (
 // from the PushContext's Secret snapshot, other namespaces' only as its
 // CredentialAccess allows. Sidecars also get NDS, the DNS name table their
 // agent answers captured DNS queries from (Istio serves it to sidecars only).
+// Both get ECDS, the WasmPlugin filters their listeners name.
 //
 // EnvoyFilter patches are applied by the CDS, LDS and RDS generators, which
 // report skipped patches in the log and pilot_envoy_filter_status.
@@ -32,25 +34,28 @@ func generatorTable(log *slog.Logger, metrics *monitoring.Metrics) (xds.Generato
 	if metrics != nil {
 		ef.Status = metrics.RecordEnvoyFilterStatus
 	}
+	ecds := wasm.Generator{Logger: log.With("generator", "ecds")}
 	nds, err := nametable.New()
 	if err != nil {
 		return xds.GeneratorTable{}, err
 	}
 	return xds.GeneratorTable{
 		Sidecar: map[string]model.Generator{
-			model.ClusterType:   cluster.Generator{EnvoyFilters: ef},
-			model.EndpointType:  endpoint.Generator{},
-			model.ListenerType:  listener.Generator{EnvoyFilters: ef},
-			model.RouteType:     route.Generator{EnvoyFilters: ef},
-			model.SecretType:    sds,
-			model.NameTableType: nds,
+			model.ClusterType:         cluster.Generator{EnvoyFilters: ef},
+			model.EndpointType:        endpoint.Generator{},
+			model.ListenerType:        listener.Generator{EnvoyFilters: ef},
+			model.RouteType:           route.Generator{EnvoyFilters: ef},
+			model.SecretType:          sds,
+			model.NameTableType:       nds,
+			model.ExtensionConfigType: ecds,
 		},
 		Router: map[string]model.Generator{
-			model.ClusterType:  cluster.Generator{EnvoyFilters: ef},
-			model.EndpointType: endpoint.Generator{},
-			model.ListenerType: gateway.ListenerGenerator{EnvoyFilters: ef},
-			model.RouteType:    gateway.RouteGenerator{EnvoyFilters: ef},
-			model.SecretType:   sds,
+			model.ClusterType:         cluster.Generator{EnvoyFilters: ef},
+			model.EndpointType:        endpoint.Generator{},
+			model.ListenerType:        gateway.ListenerGenerator{EnvoyFilters: ef},
+			model.RouteType:           gateway.RouteGenerator{EnvoyFilters: ef},
+			model.SecretType:          sds,
+			model.ExtensionConfigType: ecds,
 		},
 		GRPC: grpcgen.Generators(),
 	}, nil

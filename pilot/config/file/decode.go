@@ -43,16 +43,16 @@ const (
 	defaultNS       = "default"
 )
 
-// Kinds of the chart's other Istio CRDs. Telemetry is consumed
-// (model.Telemetries); nothing consumes the others yet: the loader decodes
-// and validates them so that a directory holding them loads as a cluster
-// would take it.
+// Kinds of the chart's other Istio CRDs. EnvoyFilter, ProxyConfig,
+// Telemetry and WasmPlugin are consumed (see model); nothing consumes
+// WorkloadGroup and TrafficExtension yet: the loader decodes and validates
+// them so that a directory holding them loads as a cluster would take it.
 const (
 	KindEnvoyFilter                 = model.KindEnvoyFilter
 	KindProxyConfig                 = model.KindProxyConfig
 	KindWorkloadGroup    model.Kind = "WorkloadGroup"
 	KindTelemetry                   = model.KindTelemetry
-	KindWasmPlugin       model.Kind = "WasmPlugin"
+	KindWasmPlugin                  = model.KindWasmPlugin
 	KindTrafficExtension model.Kind = "TrafficExtension"
 )
 

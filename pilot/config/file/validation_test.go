@@ -264,10 +264,10 @@ spec: {}
 	if len(snap.Errors) != 1 || snap.Errors[0].Error() != want {
 		t.Errorf("errors = %v, want %q", snap.Errors, want)
 	}
-	// One per object of a kind nothing reads (WorkloadGroup, WasmPlugin);
-	// EnvoyFilter, ProxyConfig and Telemetry are supported.
-	if n := snap.UnsupportedFields; n != 2 {
-		t.Errorf("UnsupportedFields = %d, want 2", n)
+	// One per object of a kind nothing reads (WorkloadGroup); EnvoyFilter,
+	// ProxyConfig, Telemetry and WasmPlugin are supported.
+	if n := snap.UnsupportedFields; n != 1 {
+		t.Errorf("UnsupportedFields = %d, want 1", n)
 	}
 	for _, c := range snap.Configs {
 		if c.Kind == model.Kind("ProxyConfig") && c.Source != "kinds.yaml#1" {

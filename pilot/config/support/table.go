@@ -37,9 +37,9 @@ func buildTable() map[string][]Field {
 		"ProxyConfig":           proxyConfig(),
 		"EnvoyFilter":           envoyFilter(),
 		"Telemetry":             telemetryFields(),
+		"WasmPlugin":            wasmPluginFields(),
 		// Kinds the config sources accept and validate but no generator reads.
 		"WorkloadGroup":    unconsumed(&networking.WorkloadGroup{}),
-		"WasmPlugin":       unconsumed(&extensions.WasmPlugin{}),
 		"TrafficExtension": unconsumed(&extensions.TrafficExtension{}),
 	}
 	for _, fields := range t {

@@ -14,6 +14,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
+	"github.com/meshpilot/meshpilot/pilot/networking/wasm"
 )
 
 // ListenerGenerator serves LDS to router proxies (BuildListeners). Logger
@@ -30,7 +31,8 @@ import (
 // change leaves them cached and pushes SDS alone. Listeners also carry the
 // router's telemetry (pilot/networking/telemetry): their key adds
 // telemetry.Key (the applied Telemetry objects and the span tags, which
-// include the cluster and mesh IDs) and they depend on Telemetry objects.
+// include the cluster and mesh IDs) and they depend on Telemetry objects;
+// and its WasmPlugin filters (pilot/networking/wasm), keyed and depending alike.
 //
 // EnvoyFilter patches (GATEWAY context) are applied after the listeners
 // are built; the cache key names the patches.
@@ -66,6 +68,7 @@ func listenerDeps() []model.ConfigKey {
 		model.DependsOnAll(model.KindGateway), model.DependsOnAll(model.KindVirtualService),
 		model.DependsOnAll(model.KindService), model.DependsOnAll(model.KindRequestAuthentication),
 		model.DependsOnAll(model.KindAuthorizationPolicy), model.DependsOnAll(model.KindTelemetry),
+		model.DependsOnAll(model.KindWasmPlugin),
 	}
 }
 
@@ -98,7 +101,7 @@ func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext,
 	// Telemetry adds the proxy's cluster and mesh IDs (span tags) to what
 	// the scope says.
 	key := model.XDSCacheKey{Type: model.ListenerType, Name: listenersCacheName,
-		Scope:        cacheScope(proxy) + "\x00telemetry" + telemetry.Key(proxy, push),
+		Scope:        cacheScope(proxy) + "\x00telemetry" + telemetry.Key(proxy, push) + "\x00wasm" + wasm.For(proxy, push).Key(),
 		EnvoyFilters: patches.KeyFor(envoyfilter.Gateway, envoyfilter.ListenerKinds()...)}
 	if res, ok := cache.Get(key); ok {
 		return slices.Clone(res), nil

@@ -22,6 +22,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
 	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
+	"github.com/meshpilot/meshpilot/pilot/networking/wasm"
 )
 
 // BuildListeners returns the listeners of a router proxy, one per server
@@ -66,6 +67,7 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 	for _, w := range tel.Warnings {
 		log.Warn("telemetry setting not applied", "warning", w)
 	}
+	plugins := wasm.For(proxy, push)
 	var out []*listenerv3.Listener
 	for _, port := range ports {
 		l := &listenerv3.Listener{
@@ -98,6 +100,10 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 		}
 		if err := tel.Apply(l, telemetry.Gateway); err != nil {
 			log.Error("telemetry", "error", err)
+			continue
+		}
+		if err := plugins.Apply(l, telemetry.Gateway); err != nil {
+			log.Error("wasmplugin filters", "error", err)
 			continue
 		}
 		out = append(out, l)

@@ -14,13 +14,28 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
+	"github.com/meshpilot/meshpilot/pilot/networking/wasm"
 )
+
+// extensions are what every listener of a proxy gets after it is built,
+// in istiod's order: telemetry, then the WasmPlugin filters.
+type extensions struct {
+	tel  *telemetry.Config
+	wasm wasm.Plugins
+}
+
+func (e extensions) apply(l *listenerv3.Listener, class telemetry.Class) error {
+	if err := e.tel.Apply(l, class); err != nil {
+		return err
+	}
+	return e.wasm.Apply(l, class)
+}
 
 // Generator serves LDS. Logger may be nil (no logs).
 //
-// Every listener carries the proxy's telemetry (pilot/networking/telemetry):
-// the cached ones are keyed by telemetry.Key too, and depend on
-// Telemetry objects.
+// Every listener carries the proxy's telemetry (pilot/networking/telemetry)
+// and WasmPlugin filters (pilot/networking/wasm): the cached ones are keyed
+// by both too, and depend on Telemetry and WasmPlugin objects.
 //
 // Outbound listeners are functions of their name (which carries a
 // Sidecar egress bind address), port, (TCP) service hostname, translated
@@ -64,11 +79,13 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	for _, w := range tel.Warnings {
 		log.Warn("telemetry setting not applied", "warning", w)
 	}
-	// Telemetry (metadata exchange, stats, access logs, tracing) is part of
-	// every listener: its key is part of every cache key, and a Telemetry
-	// change drops the cached listeners.
-	telKey := "\x00telemetry" + tel.CacheKey()
-	deps := []model.ConfigKey{model.DependsOnAll(model.KindTelemetry)}
+	// Telemetry (metadata exchange, stats, access logs, tracing) and the
+	// WasmPlugin filters are part of every listener: their keys are part of
+	// every cache key, and a Telemetry or WasmPlugin change drops the
+	// cached listeners.
+	ext := extensions{tel: tel, wasm: wasm.For(proxy, push)}
+	telKey := "\x00telemetry" + tel.CacheKey() + "\x00wasm" + ext.wasm.Key()
+	deps := []model.ConfigKey{model.DependsOnAll(model.KindTelemetry), model.DependsOnAll(model.KindWasmPlugin)}
 	specs := outboundListeners(proxy, push, log)
 	out := make(model.Resources, 0, len(specs)+2)
 	patches := envoyfilter.For(proxy, push, g.EnvoyFilters)
@@ -84,7 +101,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		tok := cache.Token(push)
 		l, err := virtualOutbound(allowAny)
 		if err == nil {
-			err = tel.Apply(l, telemetry.SidecarOutbound)
+			err = ext.apply(l, telemetry.SidecarOutbound)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
@@ -101,7 +118,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 	}
 	for _, l := range append([]*listenerv3.Listener{vi}, bound...) {
-		if err := tel.Apply(l, telemetry.SidecarInbound); err != nil {
+		if err := ext.apply(l, telemetry.SidecarInbound); err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)
 		}
 		res, err := marshalPatched(patches, envoyfilter.SidecarInbound, l)
@@ -120,7 +137,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		tok := cache.Token(push)
 		l, err := o.build()
 		if err == nil {
-			err = tel.Apply(l, telemetry.SidecarOutbound)
+			err = ext.apply(l, telemetry.SidecarOutbound)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("lds for %s: %w", proxy.ID, err)

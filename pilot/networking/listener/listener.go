@@ -24,6 +24,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/clustername"
 	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
+	"github.com/meshpilot/meshpilot/pilot/networking/wasm"
 )
 
 // WildcardAddress is the address of outbound listeners shared by every service on a port.
@@ -49,12 +50,13 @@ func Name(address string, port uint32) string {
 // ingress ports and the outbound listeners of its egress ports. A Sidecar's
 // egress listeners with ports narrow which services get listeners on which
 // ports (see outboundListeners). Every listener carries the proxy's
-// telemetry (telemetry.Config.Apply).
+// telemetry (telemetry.Config.Apply) and WasmPlugin filters (wasm.Plugins.Apply).
 func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*listenerv3.Listener, error) {
 	tel, err := telemetry.For(proxy, push)
 	if err != nil {
 		return nil, err
 	}
+	ext := extensions{tel: tel, wasm: wasm.For(proxy, push)}
 	vo, err := virtualOutbound(push.SidecarScope(proxy).AllowAny())
 	if err != nil {
 		return nil, err
@@ -64,11 +66,11 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 		return nil, err
 	}
 	for _, l := range append([]*listenerv3.Listener{vi}, bound...) {
-		if err := tel.Apply(l, telemetry.SidecarInbound); err != nil {
+		if err := ext.apply(l, telemetry.SidecarInbound); err != nil {
 			return nil, err
 		}
 	}
-	if err := tel.Apply(vo, telemetry.SidecarOutbound); err != nil {
+	if err := ext.apply(vo, telemetry.SidecarOutbound); err != nil {
 		return nil, err
 	}
 	out := append([]*listenerv3.Listener{vo, vi}, bound...)
@@ -77,7 +79,7 @@ func Build(proxy *model.Proxy, push *model.PushContext, log *slog.Logger) ([]*li
 		if err != nil {
 			return nil, err
 		}
-		if err := tel.Apply(l, telemetry.SidecarOutbound); err != nil {
+		if err := ext.apply(l, telemetry.SidecarOutbound); err != nil {
 			return nil, err
 		}
 		out = append(out, l)
