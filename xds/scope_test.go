@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -176,5 +177,59 @@ func TestSecretChangeReachesCrossNamespaceWatchers(t *testing.T) {
 		if got := scope.affects(tc.c); got != tc.want {
 			t.Errorf("%s: affected %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestWasmPluginPushes: a WasmPlugin change reaches every proxy (plugins
+// select by labels, not visibility) and regenerates LDS and ECDS only; a
+// Secret change reaches an authenticated sidecar watching the ECDS
+// resource of a plugin of the Secret's namespace (its pull secret), and
+// regenerates SDS and ECDS.
+func TestWasmPluginPushes(t *testing.T) {
+	types := []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.SecretType, model.ExtensionConfigType}
+	affected := func(c *Connection, req *model.PushRequest) []string {
+		var out []string
+		for _, typ := range types {
+			if c.typeAffected(typ, req) {
+				out = append(out, typ)
+			}
+		}
+		return out
+	}
+	plugin := model.NewPushRequest(true, model.ReasonConfigUpdate, model.ConfigKey{Kind: model.KindWasmPlugin, Name: "p", Namespace: "ns"})
+	sidecar := &Connection{proxy: &model.Proxy{Namespace: "other"}}
+	if !newPushScope(plugin, nil).affects(sidecar) {
+		t.Error("a WasmPlugin change did not reach a sidecar")
+	}
+	if got := affected(sidecar, plugin); !slices.Equal(got, []string{model.ListenerType, model.ExtensionConfigType}) {
+		t.Errorf("WasmPlugin change regenerates %v", got)
+	}
+
+	secret := model.NewPushRequest(true, model.ReasonSecretTrigger, model.ConfigKey{Kind: model.KindSecret, Name: "pull", Namespace: "ns"})
+	scope := newPushScope(secret, nil)
+	id := &model.VerifiedIdentity{SPIFFE: "spiffe://cluster.local/ns/ns/sa/app", Namespace: "ns", ServiceAccount: "app"}
+	conn := func(verified *model.VerifiedIdentity, names ...string) *Connection {
+		ws := newWatch(model.ExtensionConfigType)
+		for _, n := range names {
+			ws.watched.ResourceNames[n] = struct{}{}
+		}
+		return &Connection{proxy: &model.Proxy{Namespace: "ns", VerifiedIdentity: verified},
+			watches: map[string]*watchState{model.ExtensionConfigType: ws}}
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Connection
+		want bool
+	}{
+		{"verified, plugin of ns", conn(id, model.WasmPluginResourcePrefix+"ns.p"), true},
+		{"verified, plugin of another namespace", conn(id, model.WasmPluginResourcePrefix+"other.p"), false},
+		{"unverified, plugin of ns", conn(nil, model.WasmPluginResourcePrefix+"ns.p"), false},
+	} {
+		if got := scope.affects(tc.c); got != tc.want {
+			t.Errorf("%s: affected %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := affected(sidecar, secret); !slices.Equal(got, []string{model.SecretType, model.ExtensionConfigType}) {
+		t.Errorf("Secret change regenerates %v", got)
 	}
 }
