@@ -84,7 +84,10 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	// every cache key, and a Telemetry or WasmPlugin change drops the
 	// cached listeners.
 	ext := extensions{tel: tel, wasm: wasm.For(proxy, push)}
-	telKey := "\x00telemetry" + tel.CacheKey() + "\x00wasm" + ext.wasm.Key()
+	wasmKey := "\x00wasm" + ext.wasm.Key()
+	telKey := "\x00telemetry" + tel.CacheKey() + wasmKey
+	// Listeners without HTTP connection managers carry no span tags.
+	tcpTelKey := "\x00telemetry-tcp" + tel.TCPCacheKey() + wasmKey
 	deps := []model.ConfigKey{model.DependsOnAll(model.KindTelemetry), model.DependsOnAll(model.KindWasmPlugin)}
 	specs := outboundListeners(proxy, push, log)
 	out := make(model.Resources, 0, len(specs)+2)
@@ -94,7 +97,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	// The Sidecar's outboundTrafficPolicy, else the mesh's, picks the catch-all.
 	allowAny := push.SidecarScope(proxy).AllowAny()
 	voKey := virtualOutboundKey
-	voKey.Scope = strconv.FormatBool(allowAny) + telKey
+	voKey.Scope = strconv.FormatBool(allowAny) + tcpTelKey
 	voKey.EnvoyFilters = outKey
 	vo, ok := cache.Get(voKey)
 	if !ok {
@@ -129,7 +132,11 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 
 	for _, o := range specs {
-		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: o.cacheScope() + telKey, EnvoyFilters: outKey}
+		scope := o.cacheScope() + telKey
+		if !o.hasHTTP() {
+			scope = o.cacheScope() + tcpTelKey
+		}
+		key := model.XDSCacheKey{Type: model.ListenerType, Name: o.name, Scope: scope, EnvoyFilters: outKey}
 		if res, ok := cache.Get(key); ok {
 			out = append(out, res...)
 			continue

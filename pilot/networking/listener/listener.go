@@ -167,13 +167,17 @@ func (o outboundSpec) cacheScope() string {
 	return s
 }
 
+// hasHTTP reports whether the listener has an HTTP connection manager:
+// only the HTTP listener of a port (TCP and TLS ones proxy TCP).
+func (o outboundSpec) hasHTTP() bool { return o.host == "" }
+
 func (o outboundSpec) build() (*listenerv3.Listener, error) {
 	var (
 		l   *listenerv3.Listener
 		err error
 	)
 	switch {
-	case o.host == "":
+	case o.hasHTTP():
 		l, err = outboundHTTP(o.name, o.addr, o.port, o.allowAny)
 	case o.tls != nil:
 		l, err = outboundTLS(o.name, o.addr, o.port, o.tls, o.allowAny)

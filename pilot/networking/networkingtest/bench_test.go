@@ -102,3 +102,35 @@ func benchColdWarm(b *testing.B, in *nt.Input, gen model.Generator, watched func
 	b.Run("cache=cold", func(b *testing.B) { run(b, true) })
 	b.Run("cache=warm", func(b *testing.B) { run(b, false) })
 }
+
+// BenchmarkLDSOtherService is warm LDS at 1,000 services for proxies of
+// ever new canonical services in one namespace, as when the pods of many
+// Deployments connect: with tracing on (Istio's default) each service's
+// span tags make its HTTP listeners its own, while its TCP listeners come
+// from the cache. cache-entries/op is what each new service adds.
+func BenchmarkLDSOtherService(b *testing.B) {
+	in := nt.Scale(1000)
+	in.Cache = model.NewXDSCache(model.XDSCacheOptions{})
+	push := in.PushContext()
+	w := wildcard(model.ListenerType)(b, push)
+	req := &model.PushRequest{Full: true}
+	gen := listener.Generator{}
+	proxy := func(i int) *model.Proxy {
+		app := fmt.Sprintf("client-%d", i)
+		return nt.Proxy(fmt.Sprintf("10.201.%d.%d", i/250, i%250+1), app+"-pod", "ns0",
+			map[string]string{"app": app, "service.istio.io/canonical-name": app})
+	}
+	if _, err := gen.Generate(proxy(0), push, w, req); err != nil {
+		b.Fatal(err)
+	}
+	before := in.Cache.Len()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		if res, err := gen.Generate(proxy(i), push, w, req); err != nil || len(res) == 0 {
+			b.Fatalf("generate: %d resources, %v", len(res), err)
+		}
+	}
+	b.ReportMetric(float64(in.Cache.Len()-before)/float64(i), "cache-entries/op")
+}

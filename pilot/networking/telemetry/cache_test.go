@@ -79,3 +79,51 @@ func TestCache(t *testing.T) {
 		t.Error("the Telemetry change did not change 0.0.0.0_9080")
 	}
 }
+
+// TestTCPListenersSharedAcrossServices: with tracing on (Istio's default),
+// span tags name each proxy's canonical service, so HTTP listeners differ
+// between services; TCP listeners carry no tracing and stay shared: a pod
+// of another service adds cache entries for its HTTP listeners only, and
+// its listeners equal an uncached build.
+func TestTCPListenersSharedAcrossServices(t *testing.T) {
+	in := nt.Scale(40)
+	in.Mesh = prometheusMesh()
+	in.Mesh.EnableTracing = true
+	uncached := in.PushContext()
+	in.Cache = model.NewXDSCache(model.XDSCacheOptions{})
+	push := in.PushContext()
+	pod := func(ip, app string) *model.Proxy {
+		return nt.Proxy(ip, app+"-pod", "ns0", map[string]string{"app": app, "service.istio.io/canonical-name": app})
+	}
+	first := lds(t, pod("10.200.9.1", "client-a"), push)
+	filled := in.Cache.Len()
+	second := lds(t, pod("10.200.9.2", "client-b"), push)
+	http, tcp := 0, 0
+	for name, r := range second {
+		if name == "virtualOutbound" || name == "virtualInbound" {
+			continue
+		}
+		if bytes.Contains(r.GetResource().GetValue(), []byte("http_connection_manager")) {
+			http++
+			if bytes.Equal(r.GetResource().GetValue(), first[name].GetResource().GetValue()) {
+				t.Errorf("%s: HTTP listener of another service has the same span tags", name)
+			}
+		} else {
+			tcp++
+			if !bytes.Equal(r.GetResource().GetValue(), first[name].GetResource().GetValue()) {
+				t.Errorf("%s: TCP listener differs between services", name)
+			}
+		}
+	}
+	if http == 0 || tcp == 0 {
+		t.Fatalf("fixture: %d HTTP and %d TCP outbound listeners", http, tcp)
+	}
+	if added := in.Cache.Len() - filled; added != http {
+		t.Errorf("a pod of another service added %d cache entries, want %d (its HTTP listeners only)", added, http)
+	}
+	for name, r := range lds(t, pod("10.200.9.2", "client-b"), uncached) {
+		if !bytes.Equal(second[name].GetResource().GetValue(), r.GetResource().GetValue()) {
+			t.Errorf("%s: cached differs from uncached", name)
+		}
+	}
+}

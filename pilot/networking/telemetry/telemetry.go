@@ -64,6 +64,7 @@ type classConfig struct {
 // CacheKey.
 type Config struct {
 	key       string
+	tcpKey    string
 	networkMX *listenerv3.Filter
 	grpcStats *hcmv3.HttpFilter
 	classes   [numClasses]classConfig
@@ -73,6 +74,13 @@ type Config struct {
 
 // CacheKey is Key of the proxy the Config was computed for.
 func (c *Config) CacheKey() string { return c.key }
+
+// TCPCacheKey is CacheKey without the span tags: what the telemetry of a
+// listener without HTTP connection managers (TCP and TLS outbound
+// listeners, virtualOutbound) depends on, since only tracing, on HTTP
+// connection managers, reads the tags. Proxies of different workloads of
+// one namespace share it, and so share those listeners in the cache.
+func (c *Config) TCPCacheKey() string { return c.tcpKey }
 
 // Key identifies what, besides the mesh config, the Config of proxy is
 // computed from: the applied Telemetry objects (with their versions) and
@@ -90,7 +98,7 @@ func For(proxy *model.Proxy, push *model.PushContext) (*Config, error) {
 	applied := push.Telemetries().For(proxy.ConfigNamespace(), proxy.Labels())
 	specs := applied.Specs()
 	tags := tagsOf(proxy)
-	c := &Config{key: applied.Key() + "\x00" + tags.key()}
+	c := &Config{key: applied.Key() + "\x00" + tags.key(), tcpKey: applied.Key()}
 	var err error
 	if c.networkMX, err = NetworkMetadataExchange(); err != nil {
 		return nil, err
