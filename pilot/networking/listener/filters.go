@@ -12,6 +12,7 @@ import (
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/anypb"
+	alpnv2 "istio.io/api/envoy/config/filter/http/alpn/v2alpha1"
 
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 )
@@ -58,15 +59,41 @@ func RouteFeatureFilters() ([]*hcmv3.HttpFilter, error) {
 }
 
 // RDSConnectionManager returns an http_connection_manager filter that
-// fetches route configuration routeName over ADS.
+// fetches route configuration routeName over ADS: the outbound and gateway
+// managers, which also get Istio's ALPN override (ALPNFilter).
 func RDSConnectionManager(statPrefix, routeName string) (*listenerv3.Filter, error) {
+	alpn, err := ALPNFilter()
+	if err != nil {
+		return nil, err
+	}
 	return connectionManager(&hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
 			ConfigSource:    cluster.ADSConfigSource(),
 			RouteConfigName: routeName,
 		}},
-	})
+	}, alpn)
+}
+
+// ALPNFilterName is Istio's ALPN override filter, an extension of Istio's
+// proxy (istio.envoy.config.filter.http.alpn.v2alpha1.FilterConfig).
+const ALPNFilterName = "istio.alpn"
+
+// ALPNFilter returns istio.alpn as istiod configures it on every HTTP
+// connection manager but the inbound ones: it sets the ALPN of upstream
+// TLS connections by the request's protocol, so the peer's inbound chains
+// tell Istio mTLS HTTP ("istio-http/1.1", "istio-h2") from TCP ("istio"),
+// the plain ALPN last for upstreams outside the mesh.
+func ALPNFilter() (*hcmv3.HttpFilter, error) {
+	cfg, err := anypb.New(&alpnv2.FilterConfig{AlpnOverride: []*alpnv2.FilterConfig_AlpnOverride{
+		{UpstreamProtocol: alpnv2.FilterConfig_HTTP10, AlpnOverride: []string{"istio-http/1.0", "istio", "http/1.0"}},
+		{UpstreamProtocol: alpnv2.FilterConfig_HTTP11, AlpnOverride: []string{"istio-http/1.1", "istio", "http/1.1"}},
+		{UpstreamProtocol: alpnv2.FilterConfig_HTTP2, AlpnOverride: []string{"istio-h2", "istio", "h2"}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("%s filter: %w", ALPNFilterName, err)
+	}
+	return &hcmv3.HttpFilter{Name: ALPNFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: cfg}}, nil
 }
 
 // InlineConnectionManager returns an http_connection_manager filter with an
@@ -75,10 +102,12 @@ func InlineConnectionManager(statPrefix string, rc *routev3.RouteConfiguration) 
 	return connectionManager(&hcmv3.HttpConnectionManager{
 		StatPrefix:     statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc},
-	})
+	}, nil)
 }
 
-func connectionManager(hcm *hcmv3.HttpConnectionManager) (*listenerv3.Filter, error) {
+// connectionManager completes hcm with the route feature filters and the
+// router, after first (when not nil).
+func connectionManager(hcm *hcmv3.HttpConnectionManager, first *hcmv3.HttpFilter) (*listenerv3.Filter, error) {
 	router, err := RouterFilter()
 	if err != nil {
 		return nil, err
@@ -88,7 +117,10 @@ func connectionManager(hcm *hcmv3.HttpConnectionManager) (*listenerv3.Filter, er
 		return nil, err
 	}
 	hcm.CodecType = hcmv3.HttpConnectionManager_AUTO
-	hcm.HttpFilters = append(features, router)
+	if first != nil {
+		hcm.HttpFilters = append(hcm.HttpFilters, first)
+	}
+	hcm.HttpFilters = append(append(hcm.HttpFilters, features...), router)
 	cfg, err := anypb.New(hcm)
 	if err != nil {
 		return nil, fmt.Errorf("http_connection_manager %s: %w", hcm.StatPrefix, err)

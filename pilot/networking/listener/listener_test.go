@@ -113,8 +113,8 @@ func TestBuildStandard(t *testing.T) {
 		t.Errorf("0.0.0.0_9080 hcm %v", h)
 	}
 	var router routerv3.Router
-	if hf := nt.WithoutTelemetry(h.GetHttpFilters()); len(hf) != 3 || hf[0].GetName() != wellknown.Fault || hf[1].GetName() != wellknown.CORS ||
-		hf[2].GetName() != wellknown.Router || hf[2].GetTypedConfig().UnmarshalTo(&router) != nil {
+	if hf := nt.WithoutTelemetry(h.GetHttpFilters()); len(hf) != 4 || hf[0].GetName() != listener.ALPNFilterName || hf[1].GetName() != wellknown.Fault ||
+		hf[2].GetName() != wellknown.CORS || hf[3].GetName() != wellknown.Router || hf[3].GetTypedConfig().UnmarshalTo(&router) != nil {
 		t.Errorf("http filters %v", hf)
 	}
 	// Plaintext HTTP, told by http_inspector, to the connection manager;

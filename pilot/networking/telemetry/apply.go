@@ -15,6 +15,7 @@ const (
 	blackHoleCluster = "BlackHoleCluster"
 	corsFilter       = "envoy.filters.http.cors"
 	faultFilter      = "envoy.filters.http.fault"
+	alpnFilter       = "istio.alpn"
 )
 
 // Apply puts the telemetry of class on every filter chain of l (l is
@@ -84,10 +85,11 @@ func (c *Config) applyHCM(f *listenerv3.Filter, cc *classConfig) (*listenerv3.Fi
 	if len(old) > 0 && old[0].GetName() == MetadataExchangeName {
 		return f, nil // already applied
 	}
-	// tail is where the route feature filters (CORS, fault) and the router start.
+	// tail is where Istio's ALPN override, the route feature filters (CORS,
+	// fault) and the router start.
 	tail := len(old)
 	for i, h := range old {
-		if n := h.GetName(); n == corsFilter || n == faultFilter || n == wellknown.Router {
+		if n := h.GetName(); n == alpnFilter || n == corsFilter || n == faultFilter || n == wellknown.Router {
 			tail = i
 			break
 		}

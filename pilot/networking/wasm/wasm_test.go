@@ -10,8 +10,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	wasmhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
-	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -333,7 +333,7 @@ func TestExtensionConfig(t *testing.T) {
 	http := &extensions.WasmPlugin{Url: "registry.example/ns/filter:1.0", Sha256: strings.Repeat("ab", 32),
 		PluginName: "root", PluginConfig: cfg, ImagePullPolicy: extensions.PullPolicy_Always,
 		FailStrategy: extensions.FailStrategy_FAIL_OPEN,
-		VmConfig: &extensions.VmConfig{Env: []*extensions.EnvVar{{Name: "A", Value: "1"}, {Name: "POD_NAME", ValueFrom: extensions.EnvValueSource_HOST}}}}
+		VmConfig:     &extensions.VmConfig{Env: []*extensions.EnvVar{{Name: "A", Value: "1"}, {Name: "POD_NAME", ValueFrom: extensions.EnvValueSource_HOST}}}}
 	file := &extensions.WasmPlugin{Url: "file:///opt/filters/f.wasm", Type: extensions.PluginType_NETWORK}
 	push := pushWith(t, plugin("http", "default", 1, http), plugin("file", "default", 2, file))
 	proxy := nt.BookinfoProxy("reviews-v1")
