@@ -16,8 +16,12 @@ func TestOCILayouts(t *testing.T) {
 		name string
 		img  func(*testing.T, []byte) []byte
 	}{
-		{"artifact", func(t *testing.T, m []byte) []byte { return []byte(reg.push(t, "filters/artifact:v1", artifactImage(t, m))) }},
-		{"compat", func(t *testing.T, m []byte) []byte { return []byte(reg.push(t, "filters/compat:v1", compatImage(t, m))) }},
+		{"artifact", func(t *testing.T, m []byte) []byte {
+			return []byte(reg.push(t, "filters/artifact:v1", artifactImage(t, m)))
+		}},
+		{"compat", func(t *testing.T, m []byte) []byte {
+			return []byte(reg.push(t, "filters/compat:v1", compatImage(t, m)))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := module(tc.name)
