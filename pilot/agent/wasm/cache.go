@@ -148,7 +148,7 @@ type checksumEntry struct {
 	versionBy map[string]string // resource name → resource version
 }
 
-// New returns a cache writing under o.Dir, which it creates.
+// New returns a cache writing under o.Dir.
 func New(o Options) (*Cache, error) {
 	if o.Dir == "" {
 		return nil, errors.New("wasm cache: no directory")
@@ -157,10 +157,7 @@ func New(o Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wasm cache: directory %s: %w", o.Dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("wasm cache: %w", err)
-	}
-	o.Dir = dir
+	o.Dir = dir // made by the first download, so an unwritable one fails fetches, not the agent
 	if o.PurgeInterval <= 0 {
 		o.PurgeInterval = DefaultPurgeInterval
 	}
