@@ -2,8 +2,8 @@
 // certificate (pilot/agent/secrets) served over SDS (pilot/agent/sds), the
 // xDS proxy to the control plane (pilot/agent/xdsproxy), the bootstrap
 // files (pilot/agent/bootstrap), Envoy (pilot/agent/envoy), the status
-// server (pilot/agent/health) and, with DNS capture, the DNS proxy
-// (pilot/agent/dns).
+// server (pilot/agent/health), with DNS capture, the DNS proxy
+// (pilot/agent/dns), and the Wasm module cache (pilot/agent/wasm).
 package agent
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/agent/health"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds"
 	"github.com/meshpilot/meshpilot/pilot/agent/secrets"
+	"github.com/meshpilot/meshpilot/pilot/agent/wasm"
 	"github.com/meshpilot/meshpilot/pilot/agent/xdsproxy"
 )
 
@@ -68,6 +69,7 @@ type Agent struct {
 	sds     *sds.Server
 	proxy   *xdsproxy.Proxy
 	dns     *dns.Server // nil without DNS capture
+	wasm    *wasm.Cache // nil with ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION=false
 	health  *health.Server
 	envoy   *envoy.Envoy // nil with DISABLE_ENVOY
 
@@ -119,6 +121,18 @@ func New(cfg *config.Config, opts Options) (*Agent, error) {
 			return nil, err
 		}
 		xo.NameTable = a.dns.UpdateTable
+	}
+	if w := cfg.Wasm; w.Enabled {
+		// Istio's agent: WasmPlugin modules are fetched here, not by Envoy.
+		a.wasm, err = wasm.New(wasm.Options{
+			Dir: w.CacheDir, PurgeInterval: w.PurgeInterval, ModuleExpiry: w.ModuleExpiry,
+			HTTPRequestTimeout: w.HTTPRequestTimeout, HTTPRequestMaxRetries: w.HTTPRequestMaxRetries,
+			InsecureRegistries: w.InsecureRegistries, Log: a.log.With("component", "wasm"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		xo.Wasm = a.wasm
 	}
 	a.proxy = xdsproxy.New(xo)
 	envoyStats := ""
@@ -193,6 +207,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	run("xds-proxy", a.proxy.Run)
 	if a.dns != nil {
 		run("dns", a.dns.Run)
+	}
+	if a.wasm != nil {
+		run("wasm-cache", a.wasm.Run)
 	}
 	run("status", a.health.Run)
 

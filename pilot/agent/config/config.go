@@ -90,6 +90,8 @@ type Config struct {
 	// DNSAddr is where the DNS proxy listens (DNS_PROXY_ADDR, default
 	// localhost:15053, as Istio).
 	DNSAddr string
+	// Wasm configures the fetching of WasmPlugin modules (see wasm.go).
+	Wasm Wasm
 
 	// ConfigDir holds envoy-rev.json, the XDS socket and the gRPC bootstrap.
 	ConfigDir     string
@@ -160,7 +162,7 @@ func FromEnv(t string, getenv func(string) string, environ []string) (*Config, e
 	if err != nil {
 		return nil, fmt.Errorf("PROXY_CONFIG: %w", err)
 	}
-	for _, name := range knownVars {
+	for _, name := range append(knownVars, wasmVars...) {
 		lookupVar(name)
 	}
 	for k, v := range vars {
@@ -257,6 +259,9 @@ func FromEnv(t string, getenv func(string) string, environ []string) (*Config, e
 		return nil, fmt.Errorf("DNS_PROXY_ADDR %q: %w", c.DNSAddr, err)
 	}
 	c.ClusterID = orDefault(e.get("ISTIO_META_CLUSTER_ID"), orDefault(e.get("CLUSTER_ID"), "Kubernetes"))
+	if c.Wasm, err = wasmConfig(e); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -61,6 +61,10 @@ func TestFromEnvDefaults(t *testing.T) {
 		StatusPort:    15020, AdminPort: 15000, StatsPort: 15090, ReadinessPort: 15021,
 		DrainDuration: 45 * time.Second, TerminationDrainDuration: 5 * time.Second,
 		EnvoyBinary: "/usr/local/bin/envoy",
+		Wasm: Wasm{
+			Enabled: true, CacheDir: "./var/lib/istio/data", ModuleExpiry: 24 * time.Hour, PurgeInterval: time.Hour,
+			HTTPRequestTimeout: 15 * time.Second, HTTPRequestMaxRetries: 5,
+		},
 	}
 	if diff := cmp.Diff(want, c, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "ProxyConfig" }, cmp.Ignore())); diff != "" {
 		t.Errorf("FromEnv defaults (-want +got):\n%s", diff)
@@ -219,6 +223,9 @@ func TestFromEnvErrors(t *testing.T) {
 		{"", map[string]string{"ENVOY_PROMETHEUS_PORT": "http"}, `ENVOY_PROMETHEUS_PORT "http"`},
 		{"", map[string]string{"ISTIO_METAJSON_LABELS": "app=x"}, `ISTIO_METAJSON_LABELS "app=x"`},
 		{"", map[string]string{"ISTIO_METAJSON_LABELS": `{"replicas":3}`}, `ISTIO_METAJSON_LABELS`},
+		{"", map[string]string{"ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION": "on"}, `ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION "on"`},
+		{"", map[string]string{"WASM_MODULE_EXPIRY": "1d"}, `WASM_MODULE_EXPIRY "1d"`},
+		{"", map[string]string{"WASM_HTTP_REQUEST_MAX_RETRIES": "0"}, `WASM_HTTP_REQUEST_MAX_RETRIES "0"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -302,5 +309,29 @@ func TestDNSCapture(t *testing.T) {
 				t.Errorf("DNSCapture %v DNSAddr %q, want %v %q", c.DNSCapture, c.DNSAddr, tc.capture, tc.addr)
 			}
 		})
+	}
+}
+
+// TestWasmVariables: Istio's WASM_* variables and ours, from the
+// environment or PROXY_CONFIG's proxyMetadata.
+func TestWasmVariables(t *testing.T) {
+	c, err := fromMap(t, "", withPod(map[string]string{
+		"ISTIO_AGENT_ENABLE_WASM_REMOTE_LOAD_CONVERSION": "false",
+		"WASM_CACHE_DIR":                "/cache",
+		"WASM_INSECURE_REGISTRIES":      "localhost:5000, registry.local ,",
+		"WASM_MODULE_EXPIRY":            "2h",
+		"WASM_HTTP_REQUEST_TIMEOUT":     "3s",
+		"WASM_HTTP_REQUEST_MAX_RETRIES": "2",
+		"PROXY_CONFIG":                  "proxyMetadata:\n  WASM_PURGE_INTERVAL: 10m\n",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Wasm{
+		CacheDir: "/cache", InsecureRegistries: []string{"localhost:5000", "registry.local"},
+		ModuleExpiry: 2 * time.Hour, PurgeInterval: 10 * time.Minute, HTTPRequestTimeout: 3 * time.Second, HTTPRequestMaxRetries: 2,
+	}
+	if diff := cmp.Diff(want, c.Wasm); diff != "" {
+		t.Errorf("Wasm (-want +got):\n%s", diff)
 	}
 }

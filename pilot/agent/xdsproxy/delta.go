@@ -6,6 +6,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 )
 
 // deltaState remembers an incremental client: its node, and per type
@@ -110,4 +112,13 @@ func (s *deltaState) replay() []*discovery.DeltaDiscoveryRequest {
 		out = append(out, req)
 	}
 	return out
+}
+
+// nack rejects resp in the client's name.
+func (s *deltaState) nack(resp *discovery.DeltaDiscoveryResponse, err error) *discovery.DeltaDiscoveryRequest {
+	return &discovery.DeltaDiscoveryRequest{
+		TypeUrl:       resp.GetTypeUrl(),
+		ResponseNonce: resp.GetNonce(),
+		ErrorDetail:   &status.Status{Code: int32(codes.Internal), Message: err.Error()},
+	}
 }

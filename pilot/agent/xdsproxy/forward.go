@@ -29,6 +29,30 @@ type state[Req, Resp any] interface {
 	// replay returns the requests that open a new upstream stream with
 	// the client's subscriptions, and starts per-stream bookkeeping afresh.
 	replay() []*Req
+	// nack is the request rejecting resp, sent upstream in the client's
+	// name when the proxy cannot pass resp on (see rewriter).
+	nack(resp *Resp, err error) *Req
+}
+
+// rewriter changes some responses before the client gets them (the Wasm
+// conversion of ECDS). Rewrites may be slow (downloads), so they run on a
+// worker of the downstream stream, in the order the responses arrived,
+// while other responses go on to the client: responses of the rewritten
+// types keep their order among themselves, but may reach the client after
+// responses of other types the control plane sent later.
+type rewriter[Resp any] struct {
+	wants func(resp *Resp) bool
+	// rewrite returns a new response (resp is not modified), or an error
+	// to NACK resp with, which then never reaches the client.
+	rewrite func(ctx context.Context, resp *Resp) (*Resp, error)
+}
+
+// pending is a response waiting for the rewriter, with the upstream
+// session it came on: a result is dropped if that session has ended (the
+// next session's replay asks for the resources again).
+type pending[Req, Resp any] struct {
+	sess *session[Req]
+	resp *Resp
 }
 
 // openFunc opens an upstream ADS stream (the generated client's method).
@@ -42,10 +66,15 @@ type forwarder[Req, Resp any] struct {
 	open   openFunc[Req, Resp]
 	log    *slog.Logger
 	cancel context.CancelFunc // ends the downstream stream's handling
+	rw     *rewriter[Resp]    // nil: every response goes straight through
 
-	mu   sync.Mutex
-	st   state[Req, Resp]
-	sess *session[Req] // the live upstream stream's send queue; nil between streams
+	sendMu sync.Mutex // serialises sends to the client (receiver and rewrite worker)
+
+	mu       sync.Mutex
+	st       state[Req, Resp]
+	sess     *session[Req]        // the live upstream stream's send queue; nil between streams
+	rewrites []pending[Req, Resp] // responses waiting for the rewrite worker
+	rwake    chan struct{}        // capacity 1: "rewrites may be non-empty"
 }
 
 // session is the send side of one upstream stream: requests wait in
@@ -66,14 +95,20 @@ func (s *session[Req]) push(reqs ...*Req) {
 
 // forward proxies down until it ends or the proxy stops, reconnecting
 // upstream with backoff whenever the upstream stream fails.
-func forward[Req, Resp any](p *Proxy, down grpc.BidiStreamingServer[Req, Resp], kind string, st state[Req, Resp], open openFunc[Req, Resp]) error {
+func forward[Req, Resp any](p *Proxy, down grpc.BidiStreamingServer[Req, Resp], kind string, st state[Req, Resp], rw *rewriter[Resp], open openFunc[Req, Resp]) error {
 	ctx, cancel := context.WithCancel(down.Context())
 	defer cancel()
 	f := &forwarder[Req, Resp]{
-		p: p, down: down, open: open, st: st, cancel: cancel,
+		p: p, down: down, open: open, st: st, cancel: cancel, rw: rw, rwake: make(chan struct{}, 1),
 		log: clientlog.Limited(p.log.With("stream", p.streams.Add(1), "protocol", kind)),
 	}
 	defer clientlog.Flush(context.Background(), f.log)
+	if rw != nil {
+		var worker sync.WaitGroup
+		defer worker.Wait() // runs after the cancel below
+		defer cancel()
+		worker.Go(func() { f.rewriteLoop(ctx) })
+	}
 	downErr := make(chan error, 1)
 	p.wg.Add(1)
 	go func() {
@@ -162,7 +197,7 @@ func (f *forwarder[Req, Resp]) session(ctx context.Context, reconnect bool) (est
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); errs <- f.sendUpstream(sctx, up, s) }()
-	go func() { defer wg.Done(); errs <- f.receiveUpstream(up, &got, reconnect) }()
+	go func() { defer wg.Done(); errs <- f.receiveUpstream(up, s, &got, reconnect) }()
 	err = <-errs
 	f.mu.Lock()
 	f.sess = nil
@@ -199,7 +234,7 @@ func (f *forwarder[Req, Resp]) sendUpstream(ctx context.Context, up grpc.BidiStr
 
 // receiveUpstream passes responses to the client until the upstream
 // stream fails. The first response marks the stream established.
-func (f *forwarder[Req, Resp]) receiveUpstream(up grpc.BidiStreamingClient[Req, Resp], got *atomic.Bool, reconnect bool) error {
+func (f *forwarder[Req, Resp]) receiveUpstream(up grpc.BidiStreamingClient[Req, Resp], s *session[Req], got *atomic.Bool, reconnect bool) error {
 	for {
 		resp, err := up.Recv()
 		if err != nil {
@@ -226,11 +261,77 @@ func (f *forwarder[Req, Resp]) receiveUpstream(up grpc.BidiStreamingClient[Req, 
 				continue
 			}
 		}
+		if f.rw != nil && f.rw.wants(resp) {
+			f.rewrites = append(f.rewrites, pending[Req, Resp]{sess: s, resp: resp})
+			f.mu.Unlock()
+			select {
+			case f.rwake <- struct{}{}:
+			default:
+			}
+			continue
+		}
 		f.st.response(resp)
 		f.mu.Unlock()
-		if err := f.down.Send(resp); err != nil {
-			f.cancel() // the client is gone
-			return fmt.Errorf("send to the client: %w", err)
+		if err := f.send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// send passes resp to the client; a failure ends the downstream stream.
+func (f *forwarder[Req, Resp]) send(resp *Resp) error {
+	f.sendMu.Lock()
+	err := f.down.Send(resp)
+	f.sendMu.Unlock()
+	if err != nil {
+		f.cancel() // the client is gone
+		return fmt.Errorf("send to the client: %w", err)
+	}
+	return nil
+}
+
+// rewriteLoop rewrites queued responses one at a time, in arrival order,
+// until ctx ends: each result goes to the client, or its NACK upstream,
+// if the session it came on is still the live one.
+func (f *forwarder[Req, Resp]) rewriteLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.rwake:
+		}
+		for {
+			f.mu.Lock()
+			if len(f.rewrites) == 0 {
+				f.mu.Unlock()
+				break
+			}
+			next := f.rewrites[0]
+			f.rewrites[0] = pending[Req, Resp]{}
+			f.rewrites = f.rewrites[1:]
+			f.mu.Unlock()
+
+			out, err := f.rw.rewrite(ctx, next.resp)
+			if ctx.Err() != nil {
+				return
+			}
+			f.mu.Lock()
+			switch {
+			case f.sess != next.sess:
+				f.mu.Unlock()
+				f.log.Debug("rewritten response dropped: its upstream stream has ended")
+				continue
+			case err != nil:
+				f.sess.push(f.st.nack(next.resp, err))
+				f.mu.Unlock()
+				f.log.Warn("response rejected in the client's name", clientlog.Error("error", err))
+				continue
+			}
+			f.st.response(out)
+			f.mu.Unlock()
+			if f.send(out) != nil {
+				return
+			}
 		}
 	}
 }

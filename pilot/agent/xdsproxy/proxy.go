@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/meshpilot/meshpilot/internal/nds"
+	"github.com/meshpilot/meshpilot/pilot/agent/wasm"
 )
 
 // Options configure the proxy. The agent fills them once from its flags
@@ -55,6 +56,12 @@ type Options struct {
 	// stream, SotW or Delta (as Istio's agent does for DNS capture) and hand it
 	// every name table received; NDS responses never reach the client.
 	NameTable func(nds.NameTable)
+	// Wasm, when set, makes the proxy rewrite ECDS responses (SotW and
+	// Delta) before the client gets them, as Istio's agent does: Wasm
+	// filters with remote code are fetched through it and load the local
+	// file, or become Istio's allow-all/deny-all RBAC filter when the fetch
+	// fails (see wasm.Converter). Nil passes ECDS through unchanged.
+	Wasm wasm.Fetcher
 }
 
 // Proxy serves ADS (SotW and Delta) on a Unix socket and forwards it upstream.
@@ -164,20 +171,22 @@ type adsServer struct{ p *Proxy }
 
 func (a adsServer) StreamAggregatedResources(down grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
 	ads := discovery.NewAggregatedDiscoveryServiceClient(a.p.conn)
+	rw := sotwWasm(a.p.opts.Wasm, a.p.log)
 	if a.p.opts.NameTable != nil {
 		st := newNDSSotW(a.p.nds, a.p.opts.NameTable, a.p.log)
-		return forward[discovery.DiscoveryRequest, discovery.DiscoveryResponse](a.p, down, "sotw", st, ads.StreamAggregatedResources)
+		return forward[discovery.DiscoveryRequest, discovery.DiscoveryResponse](a.p, down, "sotw", st, rw, ads.StreamAggregatedResources)
 	}
-	return forward(a.p, down, "sotw", newSotWState(), ads.StreamAggregatedResources)
+	return forward(a.p, down, "sotw", newSotWState(), rw, ads.StreamAggregatedResources)
 }
 
 func (a adsServer) DeltaAggregatedResources(down grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
 	ads := discovery.NewAggregatedDiscoveryServiceClient(a.p.conn)
+	rw := deltaWasm(a.p.opts.Wasm, a.p.log)
 	if a.p.opts.NameTable != nil {
 		st := newNDSDelta(a.p.nds, a.p.opts.NameTable, a.p.log)
-		return forward[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse](a.p, down, "delta", st, ads.DeltaAggregatedResources)
+		return forward[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse](a.p, down, "delta", st, rw, ads.DeltaAggregatedResources)
 	}
-	return forward(a.p, down, "delta", newDeltaState(), ads.DeltaAggregatedResources)
+	return forward(a.p, down, "delta", newDeltaState(), rw, ads.DeltaAggregatedResources)
 }
 
 // upstreamContext adds the bearer token to ctx, read afresh.

@@ -5,6 +5,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -66,4 +68,15 @@ func (s *sotwState) replay() []*discovery.DiscoveryRequest {
 		out = append(out, req)
 	}
 	return out
+}
+
+// nack rejects resp in the client's name, keeping the version the client
+// last accepted (Istio's agent sends the last ECDS version Envoy ACKed).
+func (s *sotwState) nack(resp *discovery.DiscoveryResponse, err error) *discovery.DiscoveryRequest {
+	return &discovery.DiscoveryRequest{
+		TypeUrl:       resp.GetTypeUrl(),
+		VersionInfo:   s.latest[resp.GetTypeUrl()].GetVersionInfo(),
+		ResponseNonce: resp.GetNonce(),
+		ErrorDetail:   &status.Status{Code: int32(codes.Internal), Message: err.Error()},
+	}
 }
