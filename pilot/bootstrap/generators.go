@@ -26,15 +26,16 @@ import (
 // agent answers captured DNS queries from (Istio serves it to sidecars only).
 // Both get ECDS, the WasmPlugin filters their listeners name.
 //
-// EnvoyFilter patches are applied by the CDS, LDS and RDS generators, which
-// report skipped patches in the log and pilot_envoy_filter_status.
+// EnvoyFilter patches are applied by the CDS, LDS and RDS generators (and
+// EXTENSION_CONFIG ones served by ECDS), which report skipped patches in the
+// log and pilot_envoy_filter_status.
 func generatorTable(log *slog.Logger, metrics *monitoring.Metrics) (xds.GeneratorTable, error) {
 	sds := secret.Generator{Logger: log.With("generator", "sds")}
 	ef := envoyfilter.Reporter{Log: log.With("component", "envoyfilter")}
 	if metrics != nil {
 		ef.Status = metrics.RecordEnvoyFilterStatus
 	}
-	ecds := wasm.Generator{Logger: log.With("generator", "ecds")}
+	ecds := wasm.Generator{Logger: log.With("generator", "ecds"), EnvoyFilters: ef}
 	nds, err := nametable.New()
 	if err != nil {
 		return xds.GeneratorTable{}, err

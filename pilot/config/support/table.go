@@ -282,7 +282,7 @@ func envoyFilter() []Field {
 		{"spec.targetRefs", Partial, "kind Gateway (gateway.networking.k8s.io) only, by the gateway-name label of its pods; GatewayClass, Service and ServiceEntry targets select nothing"},
 		{"spec.priority", Supported, "order: priority, then root namespace first, then creation time, then name"},
 		{"spec.configPatches", Supported, "applied after generation, before marshalling; a result that fails Envoy validation keeps the resource without that patch"},
-		{"spec.configPatches[].applyTo", Supported, "LISTENER, FILTER_CHAIN, NETWORK_FILTER, HTTP_FILTER, LISTENER_FILTER, ROUTE_CONFIGURATION, VIRTUAL_HOST, HTTP_ROUTE, CLUSTER; EXTENSION_CONFIG (no ECDS) and BOOTSTRAP (agent-side in Istio) are reported and skipped"},
+		{"spec.configPatches[].applyTo", Supported, "LISTENER, FILTER_CHAIN, NETWORK_FILTER, HTTP_FILTER, LISTENER_FILTER, ROUTE_CONFIGURATION, VIRTUAL_HOST, HTTP_ROUTE, CLUSTER, EXTENSION_CONFIG (ADD, served over ECDS by name); BOOTSTRAP (agent-side in Istio) is reported and skipped"},
 		{"spec.configPatches[].match.context", Supported, "SIDECAR_INBOUND, SIDECAR_OUTBOUND, GATEWAY, ANY; WAYPOINT patches never apply (no waypoints)"},
 		{"spec.configPatches[].match.proxy.proxyVersion", Supported, "RE2 against ISTIO_VERSION"},
 		{"spec.configPatches[].match.proxy.metadata", Partial, "only the node metadata keys meshpilot decodes (NAMESPACE, ISTIO_VERSION, CLUSTER_ID, SERVICE_ACCOUNT, INTERCEPTION_MODE, WORKLOAD_NAME, GENERATOR, MESH_ID, POD_PORTS); other keys never match"},

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -55,6 +56,17 @@ func (ps *Patches) Clusters(ctx Context, cs []*clusterv3.Cluster) []*clusterv3.C
 // AddedClusters returns the clusters CLUSTER ADD patches of ctx create.
 func (ps *Patches) AddedClusters(ctx Context) []*clusterv3.Cluster {
 	return added[*clusterv3.Cluster](ps, ps.of(ctx, networking.EnvoyFilter_CLUSTER), "new cluster")
+}
+
+// ExtensionConfigs returns the extension configs EXTENSION_CONFIG ADD
+// patches create, in patch order, whatever their match context (istiod
+// reads none for them): the ECDS generator serves those a proxy asks for by
+// name, for filters whose config_discovery names them.
+func (ps *Patches) ExtensionConfigs() []*corev3.TypedExtensionConfig {
+	if ps == nil {
+		return nil
+	}
+	return added[*corev3.TypedExtensionConfig](ps, ps.byApply[networking.EnvoyFilter_EXTENSION_CONFIG], "new extension config")
 }
 
 // clusterMatches checks match.cluster against a cluster name; service,

@@ -184,8 +184,6 @@ func compilePatch(f *filter, i int, cp *networking.EnvoyFilter_EnvoyConfigObject
 	switch cp.GetApplyTo() {
 	case networking.EnvoyFilter_BOOTSTRAP:
 		return nil, "applyTo", errors.New("BOOTSTRAP patches are applied by Istio's agent; not supported")
-	case networking.EnvoyFilter_EXTENSION_CONFIG:
-		return nil, "applyTo", errors.New("EXTENSION_CONFIG needs ECDS, which meshpilot does not serve; not supported")
 	}
 	if v := p.match.GetProxy().GetProxyVersion(); v != "" {
 		re, err := regexp.Compile(v)

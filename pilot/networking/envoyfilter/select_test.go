@@ -126,7 +126,7 @@ configPatches:
 - applyTo: BOOTSTRAP
   patch: {operation: MERGE, value: {}}
 - applyTo: EXTENSION_CONFIG
-  patch: {operation: ADD, value: {name: e}}
+  patch: {operation: MERGE, value: {name: e}}
 `),
 		envoyFilter(t, "default", "invalid-result", `
 configPatches:
@@ -154,7 +154,7 @@ configPatches:
 	for _, want := range []string{
 		`envoyfilter=default/bad-value field=spec.configPatches[0].patch.value`, "no_such_field",
 		`field=spec.configPatches[1].patch.operation`, "REPLACE is not supported for applyTo CLUSTER",
-		`field=spec.configPatches[2].applyTo error="BOOTSTRAP`, `field=spec.configPatches[3].applyTo error="EXTENSION_CONFIG`,
+		`field=spec.configPatches[2].applyTo error="BOOTSTRAP`, `field=spec.configPatches[3].patch.operation error="MERGE is not supported for applyTo EXTENSION_CONFIG`,
 		`envoyfilter=default/invalid-result field="spec.configPatches[0] (LISTENER MERGE)"`, "not valid Envoy config",
 	} {
 		if !strings.Contains(logs, want) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -32,8 +33,8 @@ const (
 )
 
 // supported reports whether Istio carries out operation o for applyTo a;
-// other combinations are reported and skipped. EXTENSION_CONFIG (no ECDS
-// here) and BOOTSTRAP (applied by Istio's agent) have none.
+// other combinations are reported and skipped. EXTENSION_CONFIG has ADD
+// only (istiod ignores the rest); BOOTSTRAP (applied by Istio's agent) none.
 func supported(a applyTo, o op) bool {
 	switch a {
 	case networking.EnvoyFilter_LISTENER, networking.EnvoyFilter_FILTER_CHAIN,
@@ -46,6 +47,8 @@ func supported(a applyTo, o op) bool {
 		return o == opMerge
 	case networking.EnvoyFilter_HTTP_ROUTE:
 		return o == opMerge || o == opRemove || o == opInsertBefore || o == opInsertAfter || o == opInsertFirst
+	case networking.EnvoyFilter_EXTENSION_CONFIG:
+		return o == opAdd
 	}
 	return false
 }
@@ -71,6 +74,8 @@ func newValue(a applyTo) proto.Message {
 		return &routev3.Route{}
 	case networking.EnvoyFilter_CLUSTER:
 		return &clusterv3.Cluster{}
+	case networking.EnvoyFilter_EXTENSION_CONFIG:
+		return &corev3.TypedExtensionConfig{}
 	}
 	return nil
 }

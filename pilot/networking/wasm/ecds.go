@@ -26,6 +26,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/redact"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/credential"
+	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
@@ -44,9 +45,13 @@ const v8Runtime = "envoy.wasm.runtime.v8"
 // agent does the fetching, so the cluster is a placeholder ("_").
 const fetchTimeout = 30 * time.Second
 
-// Generator serves ECDS: for each requested name that is the resource of
-// a WasmPlugin applying to the proxy (For), its TypedExtensionConfig; other
-// names get nothing, so a proxy no plugin selects gets no plugin. Pull
+// Generator serves ECDS: for each requested name, the extension config an
+// EnvoyFilter EXTENSION_CONFIG ADD patch selecting the proxy creates under
+// that name, else the TypedExtensionConfig of the WasmPlugin applying to the
+// proxy (For) whose resource it is (istiod sends both when both exist; one
+// response cannot hold two resources of a name, and the EnvoyFilter's comes
+// first in istiod's); other names get nothing, so a proxy no plugin selects
+// gets no plugin. Pull
 // secrets (imagePullSecret, a kubernetes.io/dockerconfigjson Secret of
 // the plugin's namespace) go only to proxies whose identity the secure
 // port verified, and only into plugins of that identity's namespace or of
@@ -58,6 +63,8 @@ const fetchTimeout = 30 * time.Second
 // change (or a reconnect) asks for them again. Logger may be nil.
 type Generator struct {
 	Logger *slog.Logger
+	// EnvoyFilters receives what happens to EXTENSION_CONFIG patches.
+	EnvoyFilters envoyfilter.Reporter
 }
 
 var _ model.Generator = Generator{}
@@ -76,10 +83,24 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 	for _, p := range For(proxy, push) {
 		applied[p.ResourceName] = p
 	}
+	fromFilters := map[string]*corev3.TypedExtensionConfig{}
+	for _, ec := range envoyfilter.For(proxy, push, g.EnvoyFilters).ExtensionConfigs() {
+		if _, dup := fromFilters[ec.GetName()]; !dup {
+			fromFilters[ec.GetName()] = ec
+		}
+	}
 	names := w.Names()
 	sort.Strings(names)
 	var out model.Resources
 	for _, n := range names {
+		if ec := fromFilters[n]; ec != nil {
+			r, err := resource.Marshal(n, ec)
+			if err != nil {
+				return nil, fmt.Errorf("ecds for %s: %s: %w", clientlog.Truncate(proxy.ID, clientlog.MaxValue), n, err)
+			}
+			out = append(out, r)
+			continue
+		}
 		p := applied[n]
 		if p == nil {
 			continue

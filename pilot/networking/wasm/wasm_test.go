@@ -14,14 +14,18 @@ import (
 	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	extensions "istio.io/api/extensions/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
 	"github.com/meshpilot/meshpilot/pilot/networking/gateway"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
@@ -468,3 +472,76 @@ func TestPullSecret(t *testing.T) {
 type secretSource struct{ s secrets }
 
 func (s secretSource) SecretSnapshot() model.SecretSnapshot { return s.s }
+
+// envoyFilterConfig decodes an EnvoyFilter spec from YAML.
+func envoyFilterConfig(t *testing.T, name, ns, spec string) model.Config {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef := &networking.EnvoyFilter{}
+	if err := protojson.Unmarshal(js, ef); err != nil {
+		t.Fatal(err)
+	}
+	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Name: name, Namespace: ns}, Spec: ef}
+}
+
+// TestEnvoyFilterExtensionConfig: an EXTENSION_CONFIG ADD patch is served
+// over ECDS, by name, to the proxies its EnvoyFilter selects, and wins over
+// a WasmPlugin of the same resource name; an invalid one is reported and
+// not served.
+func TestEnvoyFilterExtensionConfig(t *testing.T) {
+	const lua = model.WasmPluginResourcePrefix + "default.same"
+	ef := envoyFilterConfig(t, "ecds", "default", `
+workloadSelector: {labels: {app: reviews}}
+configPatches:
+- applyTo: EXTENSION_CONFIG
+  patch:
+    operation: ADD
+    value:
+      name: my-lua
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua
+        default_source_code: {inline_string: "function envoy_on_request(h) end"}
+- applyTo: EXTENSION_CONFIG
+  patch:
+    operation: ADD
+    value:
+      name: `+lua+`
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua
+        default_source_code: {inline_string: "function envoy_on_response(h) end"}
+- applyTo: EXTENSION_CONFIG
+  patch:
+    operation: ADD
+    value: {name: broken}
+`)
+	var logs strings.Builder
+	gen := wasm.Generator{EnvoyFilters: envoyfilter.Reporter{Log: slog.New(slog.NewTextHandler(&logs, nil))}}
+	push := pushWith(t, ef, plugin("same", "default", 1, phase(extensions.PluginPhase_STATS, 0)))
+	get := func(proxy *model.Proxy, names ...string) map[string]*corev3.TypedExtensionConfig {
+		w := &model.WatchedResource{TypeURL: model.ExtensionConfigType, ResourceNames: map[string]struct{}{}}
+		for _, n := range names {
+			w.ResourceNames[n] = struct{}{}
+		}
+		res, err := gen.Generate(proxy, push, w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return decodeECDS(t, res)
+	}
+	got := get(nt.BookinfoProxy("reviews-v1"), "my-lua", lua, "broken")
+	if len(got) != 2 || got["my-lua"] == nil || got["my-lua"].GetTypedConfig().GetTypeUrl() != "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua" {
+		t.Fatalf("selected proxy got %v", got)
+	}
+	if u := got[lua].GetTypedConfig().GetTypeUrl(); u != "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua" {
+		t.Errorf("resource named by both an EnvoyFilter and a WasmPlugin: %s, want the EnvoyFilter's", u)
+	}
+	if !strings.Contains(logs.String(), "envoyfilter=default/ecds") || !strings.Contains(logs.String(), "spec.configPatches[2]") {
+		t.Errorf("broken extension config not reported: %s", logs.String())
+	}
+	if got := get(nt.BookinfoProxy("ratings-v1"), "my-lua"); len(got) != 0 {
+		t.Errorf("unselected proxy got %v", got)
+	}
+}
