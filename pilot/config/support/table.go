@@ -291,7 +291,7 @@ func envoyFilter() []Field {
 		{"spec.configPatches[].match.routeConfiguration", Supported, "RDS route configurations and the inline ones of inbound connection managers; portNumber, name, gateway and portName (gateway routes), vhost.name, vhost.route.name and action"},
 		{"spec.configPatches[].match.cluster", Supported, "name, or service, portNumber and subset of outbound|PORT|SUBSET|HOST clusters"},
 		{"spec.configPatches[].match.waypoint", Unsupported, "no waypoint proxies"},
-		{"spec.configPatches[].patch.operation", Supported, "as Istio per applyTo: MERGE, ADD, REMOVE, INSERT_BEFORE, INSERT_AFTER, INSERT_FIRST, REPLACE; MERGE_AND_REPLACE_LIST and others are reported and skipped"},
+		{"spec.configPatches[].patch.operation", Supported, "as Istio per applyTo: MERGE and MERGE_AND_REPLACE_LIST (lists in the value replace), ADD, REMOVE, INSERT_BEFORE, INSERT_AFTER, INSERT_FIRST, REPLACE; other combinations are reported and skipped"},
 		{"spec.configPatches[].patch.value", Supported, "the Envoy proto of applyTo in YAML/JSON; Any @type resolved by the registered go-control-plane and xDS types; MERGE merges same-type Any configs field by field"},
 		{"spec.configPatches[].patch.filterClass", Unsupported, "the filter is placed as operation says"},
 	}

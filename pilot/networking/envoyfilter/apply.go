@@ -162,7 +162,7 @@ func listOp[T proto.Message](list []T, p *patch, match func(T) bool) ([]T, outco
 			}
 		}
 		return out, changed, nil
-	case opMerge:
+	case opMerge, opMergeLists:
 		if first < 0 {
 			return list, unchanged, nil
 		}
@@ -173,7 +173,7 @@ func listOp[T proto.Message](list []T, p *patch, match func(T) bool) ([]T, outco
 				continue
 			}
 			m := proto.Clone(e).(T)
-			if err := merge(m, p.value); err != nil {
+			if err := p.mergeInto(m); err != nil {
 				return list, unchanged, err
 			}
 			merged[i] = m

@@ -30,7 +30,7 @@ func (ps *Patches) Cluster(ctx Context, c *clusterv3.Cluster) (out *clusterv3.Cl
 			return removed, nil
 		}
 		m := proto.Clone(c).(*clusterv3.Cluster)
-		if err := merge(m, p.value); err != nil {
+		if err := p.mergeInto(m); err != nil {
 			return unchanged, err
 		}
 		proto.Reset(c)

@@ -117,7 +117,7 @@ func (ps *Patches) patchListener(ctx Context, l *listenerv3.Listener, p *patch) 
 			return removed, nil
 		}
 		m := proto.Clone(l).(*listenerv3.Listener)
-		if err := merge(m, p.value); err != nil {
+		if err := p.mergeInto(m); err != nil {
 			return unchanged, err
 		}
 		proto.Reset(l)
@@ -181,9 +181,9 @@ func patchFilterChains(l *listenerv3.Listener, p *patch) (outcome, error) {
 		switch p.op {
 		case opRemove:
 			l.DefaultFilterChain, o = nil, changed
-		case opMerge:
+		case opMerge, opMergeLists:
 			m := proto.Clone(d).(*listenerv3.FilterChain)
-			if err := merge(m, p.value); err != nil {
+			if err := p.mergeInto(m); err != nil {
 				return unchanged, err
 			}
 			l.DefaultFilterChain, o = m, changed

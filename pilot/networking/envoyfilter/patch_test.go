@@ -415,6 +415,22 @@ func TestRoutePatches(t *testing.T) {
 					t.Errorf("rc = %v", rc)
 				}
 			}},
+		{name: "VIRTUAL_HOST MERGE appends lists, MERGE_AND_REPLACE_LIST replaces them", patches: `
+    - applyTo: VIRTUAL_HOST
+      match: {routeConfiguration: {vhost: {name: "a.example.com:8080"}}}
+      patch: {operation: MERGE, value: {domains: [merged.example.com]}}
+    - applyTo: VIRTUAL_HOST
+      match: {routeConfiguration: {vhost: {name: "b.example.com:8080"}}}
+      patch: {operation: MERGE_AND_REPLACE_LIST, value: {domains: [only.example.com], request_headers_to_add: [{header: {key: x-a, value: "1"}}]}}`,
+			check: func(t *testing.T, rc *routev3.RouteConfiguration) {
+				a, b := rc.GetVirtualHosts()[0], rc.GetVirtualHosts()[1]
+				if len(a.GetDomains()) < 2 || a.GetDomains()[len(a.GetDomains())-1] != "merged.example.com" {
+					t.Errorf("MERGE domains %q: want the original ones, then merged.example.com", a.GetDomains())
+				}
+				if !slices.Equal(b.GetDomains(), []string{"only.example.com"}) || len(b.GetRequestHeadersToAdd()) != 1 || len(b.GetRoutes()) == 0 {
+					t.Errorf("MERGE_AND_REPLACE_LIST vhost %v: want domains replaced, header added, routes kept", b)
+				}
+			}},
 		{name: "ROUTE_CONFIGURATION other port", patches: `
     - applyTo: ROUTE_CONFIGURATION
       match: {routeConfiguration: {portNumber: 9999}}

@@ -98,7 +98,7 @@ func (ps *Patches) patchRouteConfig(_ Context, rc *routev3.RouteConfiguration, i
 	switch p.applyTo() {
 	case networking.EnvoyFilter_ROUTE_CONFIGURATION:
 		m := proto.Clone(rc).(*routev3.RouteConfiguration)
-		if err := merge(m, p.value); err != nil {
+		if err := p.mergeInto(m); err != nil {
 			return rc, unchanged, err
 		}
 		return m, changed, nil

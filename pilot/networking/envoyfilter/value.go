@@ -30,12 +30,19 @@ const (
 	opInsertAfter  = networking.EnvoyFilter_Patch_INSERT_AFTER
 	opInsertFirst  = networking.EnvoyFilter_Patch_INSERT_FIRST
 	opReplace      = networking.EnvoyFilter_Patch_REPLACE
+	// opMergeLists is MERGE_AND_REPLACE_LIST: MERGE, except that a list in
+	// the value replaces the list it is merged into.
+	opMergeLists = networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST
 )
+
 
 // supported reports whether Istio carries out operation o for applyTo a;
 // other combinations are reported and skipped. EXTENSION_CONFIG has ADD
 // only (istiod ignores the rest); BOOTSTRAP (applied by Istio's agent) none.
 func supported(a applyTo, o op) bool {
+	if o == opMergeLists {
+		o = opMerge // wherever MERGE is
+	}
 	switch a {
 	case networking.EnvoyFilter_LISTENER, networking.EnvoyFilter_FILTER_CHAIN,
 		networking.EnvoyFilter_VIRTUAL_HOST, networking.EnvoyFilter_CLUSTER:
@@ -100,20 +107,30 @@ func parseValue(a applyTo, v *structpb.Struct) (proto.Message, error) {
 	return m, nil
 }
 
+// mergeInto merges p's value into dst, as p's operation says (MERGE or
+// MERGE_AND_REPLACE_LIST).
+func (p *patch) mergeInto(dst proto.Message) error {
+	return merge(dst, p.value, p.op == opMergeLists)
+}
+
 // merge merges src into dst as Istio's MERGE does: proto.Merge semantics
 // (set scalars replace, repeated fields append, map entries replace),
 // except that an Any in both with the same type is unpacked, merged and
 // packed again, so a typed_config patch changes fields of the existing
-// config instead of replacing it.
-func merge(dst, src proto.Message) error {
-	return mergeReflect(dst.ProtoReflect(), src.ProtoReflect())
+// config instead of replacing it. With replaceLists (MERGE_AND_REPLACE_LIST)
+// a list in src replaces dst's instead of being appended to it.
+func merge(dst, src proto.Message, replaceLists bool) error {
+	return mergeReflect(dst.ProtoReflect(), src.ProtoReflect(), replaceLists)
 }
 
-func mergeReflect(dst, src protoreflect.Message) error {
+func mergeReflect(dst, src protoreflect.Message, replaceLists bool) error {
 	var err error
 	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch {
 		case fd.IsList():
+			if replaceLists {
+				dst.Clear(fd)
+			}
 			dl := dst.Mutable(fd).List()
 			sl := v.List()
 			for i := 0; i < sl.Len(); i++ {
@@ -131,12 +148,12 @@ func mergeReflect(dst, src protoreflect.Message) error {
 				return true
 			}
 			if fd.Message().FullName() == "google.protobuf.Any" {
-				if err = mergeAny(dst.Mutable(fd).Message(), v.Message()); err != nil {
+				if err = mergeAny(dst.Mutable(fd).Message(), v.Message(), replaceLists); err != nil {
 					return false
 				}
 				return true
 			}
-			if err = mergeReflect(dst.Mutable(fd).Message(), v.Message()); err != nil {
+			if err = mergeReflect(dst.Mutable(fd).Message(), v.Message(), replaceLists); err != nil {
 				return false
 			}
 		default:
@@ -149,7 +166,7 @@ func mergeReflect(dst, src protoreflect.Message) error {
 
 // mergeAny merges src into dst, both google.protobuf.Any: by their
 // contents when they hold the same type, else src replaces dst.
-func mergeAny(dst, src protoreflect.Message) error {
+func mergeAny(dst, src protoreflect.Message, replaceLists bool) error {
 	d, ok1 := dst.Interface().(*anypb.Any)
 	s, ok2 := src.Interface().(*anypb.Any)
 	if !ok1 || !ok2 || d.GetTypeUrl() != s.GetTypeUrl() {
@@ -165,7 +182,7 @@ func mergeAny(dst, src protoreflect.Message) error {
 	if err != nil {
 		return fmt.Errorf("typed config %s: %w", s.GetTypeUrl(), err)
 	}
-	if err := merge(dm, sm); err != nil {
+	if err := merge(dm, sm, replaceLists); err != nil {
 		return err
 	}
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(dm)
