@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/pilot/networking/resource"
 )
 
 // outcome is what one patch did to a resource.
@@ -14,10 +17,6 @@ const (
 	changed
 	removed
 )
-
-// validator is what go-control-plane's generated validation gives every
-// Envoy message.
-type validator interface{ ValidateAll() error }
 
 // applyFunc applies p to res in place. On error res must be as it was.
 type applyFunc[T proto.Message] func(res T, p *patch) (outcome, error)
@@ -78,11 +77,11 @@ func run[T proto.Message](ps *Patches, name string, orig T, steps []*patch, appl
 	return cur, true
 }
 
+// validate checks a patched or added resource as Envoy will: every typed
+// config inside it too (resource.Validate), those of types unknown here
+// excepted.
 func validate(m proto.Message) error {
-	if v, ok := m.(validator); ok {
-		return v.ValidateAll()
-	}
-	return nil
+	return resource.Validate(m.ProtoReflect(), false)
 }
 
 // added returns the values of the ADD patches in steps that pass
@@ -113,6 +112,25 @@ func insertAt[T any](list []T, i int, v T) []T {
 	copy(list[i+1:], list[i:])
 	list[i] = v
 	return list
+}
+
+// otherType reports whether the filter e and a MERGE value both carry a
+// typed_config, of different types. Such a filter is left alone: merging a
+// connection manager's config into a tcp_proxy (a patch matching every
+// filter of a chain) cannot make sense. istiod instead swaps the value's
+// type URL for the filter's and merges the bytes, which corrupts it.
+func otherType(e, value proto.Message) bool {
+	fd := e.ProtoReflect().Descriptor().Fields().ByName("typed_config")
+	if fd == nil || fd.Message() == nil || fd.Message().FullName() != "google.protobuf.Any" {
+		return false
+	}
+	em, vm := e.ProtoReflect(), value.ProtoReflect()
+	if !em.Has(fd) || !vm.Has(fd) {
+		return false
+	}
+	et := em.Get(fd).Message().Interface().(*anypb.Any).GetTypeUrl()
+	vt := vm.Get(fd).Message().Interface().(*anypb.Any).GetTypeUrl()
+	return et != vt
 }
 
 // listOp applies a list operation (ADD, INSERT_*, REPLACE, REMOVE, MERGE)
@@ -169,7 +187,7 @@ func listOp[T proto.Message](list []T, p *patch, match func(T) bool) ([]T, outco
 		merged := make([]T, len(list))
 		copy(merged, list)
 		for i, e := range list {
-			if !match(e) {
+			if !match(e) || otherType(e, p.value) {
 				continue
 			}
 			m := proto.Clone(e).(T)

@@ -35,7 +35,6 @@ const (
 	opMergeLists = networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST
 )
 
-
 // supported reports whether Istio carries out operation o for applyTo a;
 // other combinations are reported and skipped. EXTENSION_CONFIG has ADD
 // only (istiod ignores the rest); BOOTSTRAP (applied by Istio's agent) none.
