@@ -136,6 +136,28 @@ func (g Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext,
 		}
 		out = append(out, res...)
 	}
+	return appendAddedOf(out, pt, hosts)
+}
+
+// appendAddedOf appends the clusters CLUSTER ADD patches create whose names
+// belong to one of hosts (model.ResourceHost), as appendAdded does for a
+// full answer: left out, a partial push would remove them.
+func appendAddedOf(out model.Resources, pt patching, hosts map[string]struct{}) (model.Resources, error) {
+	seen := make(map[string]bool, len(out))
+	for _, r := range out {
+		seen[r.GetName()] = true
+	}
+	for _, c := range pt.patches.AddedClusters(pt.ctx) {
+		if _, ok := hosts[model.ResourceHost(c.GetName())]; !ok || seen[c.GetName()] {
+			continue
+		}
+		seen[c.GetName()] = true
+		r, err := resource.Marshal(c.GetName(), c)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.GetName(), err)
+		}
+		out = append(out, r)
+	}
 	return out, nil
 }
 

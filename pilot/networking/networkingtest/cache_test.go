@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
+	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
@@ -205,9 +207,11 @@ func TestCacheInvalidation(t *testing.T) {
 }
 
 // TestGenerateServicesIsASubset checks the partial generators return
-// exactly the full output's resources of the requested hosts.
+// exactly the full output's resources of the requested hosts, clusters an
+// EnvoyFilter adds under a name of one of them included.
 func TestGenerateServicesIsASubset(t *testing.T) {
 	in := nt.Scale(40)
+	in.Configs = append(in.Configs, addedClusterFilter(t, "outbound|80||gone.ns0.svc.cluster.local"))
 	in.Cache = model.NewXDSCache(model.XDSCacheOptions{})
 	push := in.PushContext()
 	hosts := map[string]struct{}{"svc-3.ns3.svc.cluster.local": {}, "svc-10.ns0.svc.cluster.local": {}, "gone.ns0.svc.cluster.local": {}}
@@ -244,4 +248,28 @@ func TestGenerateServicesIsASubset(t *testing.T) {
 			sameResources(t, tc.w.TypeURL+" "+p.ID, got, want)
 		}
 	}
+}
+
+// addedClusterFilter is a mesh-wide EnvoyFilter adding a STATIC cluster name.
+func addedClusterFilter(t testing.TB, name string) model.Config {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(`
+configPatches:
+- applyTo: CLUSTER
+  patch:
+    operation: ADD
+    value:
+      name: "` + name + `"
+      type: STATIC
+      connect_timeout: 1s
+      load_assignment: {cluster_name: "` + name + `", endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.9.9.9, port_value: 80}}}}]}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef := &networking.EnvoyFilter{}
+	if err := protojson.Unmarshal(js, ef); err != nil {
+		t.Fatal(err)
+	}
+	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Name: "added-cluster", Namespace: "istio-system"}, Spec: ef}
 }
