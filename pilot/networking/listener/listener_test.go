@@ -3,6 +3,7 @@ package listener_test
 import (
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -100,8 +101,43 @@ func TestBuildStandard(t *testing.T) {
 	if r := ih.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0]; r.GetRoute().GetCluster() != "inbound|9081||" {
 		t.Errorf("inbound route %v", r)
 	}
-	if tp := tcpProxy(t, nt.MainFilter(vi.GetDefaultFilterChain())); tp.GetCluster() != "InboundPassthroughCluster" {
-		t.Errorf("inbound default chain %v", tp)
+	// What no port claims passes through, by istiod's chains (PERMISSIVE):
+	// HTTP (Istio mTLS, plaintext) through a connection manager, the rest
+	// (Istio mTLS TCP, plaintext, other TLS) through tcp_proxy.
+	if vi.GetDefaultFilterChain() != nil {
+		t.Errorf("virtualInbound has a default chain: %v", vi.GetDefaultFilterChain())
+	}
+	var pass []string
+	for _, fc := range vi.GetFilterChains() {
+		if fc.GetFilterChainMatch().GetDestinationPort() != nil {
+			continue
+		}
+		m := fc.GetFilterChainMatch()
+		desc := fc.GetName() + " " + m.GetTransportProtocol() + " " + strings.Join(m.GetApplicationProtocols(), ",")
+		if h := nt.MainFilter(fc); h.GetName() == wellknown.HTTPConnectionManager {
+			if c := hcm(t, h).GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetCluster(); c != "InboundPassthroughCluster" {
+				t.Errorf("%s routes to %s", desc, c)
+			}
+		} else if c := tcpProxy(t, h).GetCluster(); c != "InboundPassthroughCluster" {
+			t.Errorf("%s proxies to %s", desc, c)
+		}
+		if (fc.GetTransportSocket() != nil) != (m.GetTransportProtocol() == "tls" && len(m.GetApplicationProtocols()) > 0) {
+			t.Errorf("%s: mTLS %v", desc, fc.GetTransportSocket() != nil)
+		}
+		pass = append(pass, desc)
+	}
+	wantPass := []string{
+		"virtualInbound-catchall-http tls istio-http/1.0,istio-http/1.1,istio-h2",
+		"virtualInbound-catchall-http raw_buffer http/1.1,h2c",
+		"virtualInbound tls istio-peer-exchange,istio",
+		"virtualInbound raw_buffer ",
+		"virtualInbound tls ",
+	}
+	if !slices.Equal(pass, wantPass) {
+		t.Errorf("passthrough chains\n%q\nwant\n%q", pass, wantPass)
+	}
+	if names := listenerFilterNames(vi); !slices.Equal(names, []string{wellknown.OriginalDestination, wellknown.TlsInspector, wellknown.HTTPInspector}) {
+		t.Errorf("virtualInbound listener filters %q", names)
 	}
 
 	http := got["0.0.0.0_9080"]
@@ -208,4 +244,12 @@ func TestInboundTCP(t *testing.T) {
 	if tp := tcpProxy(t, nt.MainFilter(chain)); tp.GetCluster() != "inbound|3306||" || tp.GetStatPrefix() != "inbound|3306||" {
 		t.Errorf("inbound tcp_proxy %v", tp)
 	}
+}
+
+func listenerFilterNames(l *listenerv3.Listener) []string {
+	var out []string
+	for _, f := range l.GetListenerFilters() {
+		out = append(out, f.GetName())
+	}
+	return out
 }

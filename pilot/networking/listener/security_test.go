@@ -142,8 +142,20 @@ func TestInboundPeerAuthentication(t *testing.T) {
 	if reject.GetFilterChainMatch().GetTransportProtocol() != "raw_buffer" || tcpProxy(t, nt.MainFilter(reject)).GetCluster() != "BlackHoleCluster" {
 		t.Errorf("STRICT plaintext chain %v, want raw_buffer to BlackHoleCluster", reject)
 	}
-	if tcpProxy(t, nt.MainFilter(reviews.GetDefaultFilterChain())).GetCluster() != "BlackHoleCluster" {
-		t.Errorf("STRICT default chain %v, want BlackHoleCluster", reviews.GetDefaultFilterChain())
+	// STRICT passthrough, as istiod: Istio mTLS HTTP through a connection
+	// manager, any other TLS as mTLS TCP; plaintext matches no chain (and
+	// there is no default chain), so Envoy closes it.
+	if reviews.GetDefaultFilterChain() != nil {
+		t.Errorf("STRICT virtualInbound has a default chain %v", reviews.GetDefaultFilterChain())
+	}
+	strict := passthrough(t, reviews)
+	if len(strict) != 2 || strict[0].http == "" || strict[1].http != "" {
+		t.Fatalf("STRICT passthrough chains %+v, want an HTTP and a TCP one", strict)
+	}
+	for _, c := range strict {
+		if c.fc.GetFilterChainMatch().GetTransportProtocol() != "tls" || c.fc.GetTransportSocket() == nil {
+			t.Errorf("STRICT passthrough chain %s %v: want TLS matched and terminated", c.fc.GetName(), c.fc.GetFilterChainMatch())
+		}
 	}
 
 	pp := build(t, in, nt.BookinfoProxy("productpage-v1"))[listener.VirtualInbound]
@@ -152,21 +164,50 @@ func TestInboundPeerAuthentication(t *testing.T) {
 	if len(chains) != 1 || plain == nil || plain.GetTransportSocket() != nil || plain.GetFilterChainMatch().GetTransportProtocol() != "" {
 		t.Fatalf("port-level DISABLE chains %v, want one plaintext inbound|9080||", chains)
 	}
-	var passMTLS *listenerv3.FilterChain
-	for _, fc := range pp.GetFilterChains() {
-		if fc.GetName() == "virtualInbound-catchall-tcp-mtls" {
-			passMTLS = fc
+	var passMTLS, passPlain *listenerv3.FilterChain
+	for _, c := range passthrough(t, pp) {
+		m := c.fc.GetFilterChainMatch()
+		switch {
+		case c.http == "" && slices.Contains(m.GetApplicationProtocols(), "istio"):
+			passMTLS = c.fc
+		case c.http == "" && m.GetTransportProtocol() == "raw_buffer":
+			passPlain = c.fc
 		}
 	}
-	if passMTLS == nil || passMTLS.GetFilterChainMatch().GetTransportProtocol() != "tls" ||
-		!slices.Contains(passMTLS.GetFilterChainMatch().GetApplicationProtocols(), "istio") {
+	if passMTLS == nil || passMTLS.GetFilterChainMatch().GetTransportProtocol() != "tls" {
 		t.Fatalf("PERMISSIVE workload has no Istio mTLS passthrough chain: %v", passMTLS)
 	}
 	tlsContext(t, passMTLS)
-	def := nt.WithoutTelemetryNet(pp.GetDefaultFilterChain().GetFilters())
-	if tcpProxy(t, def[len(def)-1]).GetCluster() != "InboundPassthroughCluster" || !authz.IsRBACFilter(def[0].GetName()) {
-		t.Errorf("PERMISSIVE default chain filters %v, want network RBAC then passthrough", def)
+	if passPlain == nil {
+		t.Fatal("PERMISSIVE workload has no plaintext TCP passthrough chain")
 	}
+	plainFilters := nt.WithoutTelemetryNet(passPlain.GetFilters())
+	if tcpProxy(t, plainFilters[len(plainFilters)-1]).GetCluster() != "InboundPassthroughCluster" || !authz.IsRBACFilter(plainFilters[0].GetName()) {
+		t.Errorf("PERMISSIVE plaintext passthrough filters %v, want network RBAC then passthrough", plainFilters)
+	}
+}
+
+// passChain is a passthrough chain of virtualInbound (no destination port);
+// http is the cluster its connection manager routes to, "" for tcp_proxy.
+type passChain struct {
+	fc   *listenerv3.FilterChain
+	http string
+}
+
+func passthrough(t *testing.T, vi *listenerv3.Listener) []passChain {
+	t.Helper()
+	var out []passChain
+	for _, fc := range vi.GetFilterChains() {
+		if fc.GetFilterChainMatch().GetDestinationPort() != nil {
+			continue
+		}
+		c := passChain{fc: fc}
+		if f := nt.MainFilter(fc); f.GetName() == wellknown.HTTPConnectionManager {
+			c.http = hcm(t, f).GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetCluster()
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // TestInboundAuthorization: the HTTP chain of productpage carries the RBAC

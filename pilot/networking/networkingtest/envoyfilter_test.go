@@ -176,7 +176,7 @@ func TestLocalRateLimitFixture(t *testing.T) {
 	in.Configs = append(in.Configs, cfgs...)
 	var log efLog
 	s := generateWithFilters(t, nt.BookinfoProxy("productpage-v1"), in.PushContext(), log.reporter())
-	inbound := 0
+	inbound, patchedRoutes := 0, 0
 	for name, l := range s.listeners {
 		for chain, h := range connManagers(t, l) {
 			fs := filterNames(h)
@@ -187,6 +187,10 @@ func TestLocalRateLimitFixture(t *testing.T) {
 					t.Errorf("%s %s: http filters %q", name, chain, fs)
 				}
 				for _, vh := range h.GetRouteConfig().GetVirtualHosts() {
+					if vh.GetName() != "inbound|http|9080" {
+						continue // the passthrough chains' inbound|http|0: not matched
+					}
+					patchedRoutes++
 					for _, r := range vh.GetRoutes() {
 						if len(r.GetRoute().GetRateLimits()) != 2 || r.GetTypedPerFilterConfig()["envoy.filters.http.local_ratelimit"] == nil {
 							t.Errorf("%s route %s: rate limits %v, per-filter %v", vh.GetName(), r.GetName(), r.GetRoute().GetRateLimits(), r.GetTypedPerFilterConfig())
@@ -198,8 +202,8 @@ func TestLocalRateLimitFixture(t *testing.T) {
 			}
 		}
 	}
-	if inbound == 0 {
-		t.Error("no inbound connection manager")
+	if inbound == 0 || patchedRoutes == 0 {
+		t.Errorf("%d inbound connection managers, %d with inbound|http|9080", inbound, patchedRoutes)
 	}
 	if strings.Contains(log.String(), "WARN") {
 		t.Errorf("warnings: %s", log.String())
