@@ -16,7 +16,7 @@ func telemetryFields() []Field {
 		{"spec.metrics[].overrides[].tagOverrides", Supported, "UPSERT: dimensions, REMOVE: tags_to_remove"},
 		{"spec.metrics[].reportingInterval", Supported, "tcp_reporting_duration"},
 		{"spec.accessLogging", Supported, "access logs on HTTP managers and tcp_proxy (none to BlackHoleCluster); merged over defaultProviders.accessLogging as Istio; without either, MeshConfig accessLogFile applies"},
-		{"spec.accessLogging[].providers", Partial, "envoyFileAccessLog (text, labels as JSON, omitEmptyValues) and envoyOtelAls (gRPC; text body, labels as attributes); envoyHttpAls and envoyTcpAls are warned; " + providers},
+		{"spec.accessLogging[].providers", Partial, "envoyFileAccessLog (text, labels as JSON, omitEmptyValues), envoyOtelAls (gRPC; text body, labels as attributes), envoyHttpAls (HTTP managers only) and envoyTcpAls (tcp_proxy only); " + providers},
 		{"spec.accessLogging[].match", Supported, "mode CLIENT, SERVER, CLIENT_AND_SERVER"},
 		{"spec.accessLogging[].disabled", Supported, ""},
 		{"spec.accessLogging[].filter", Supported, "CEL expression filter (envoy.access_loggers.extension_filters.cel)"},

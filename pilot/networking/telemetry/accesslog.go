@@ -22,6 +22,8 @@ import (
 const (
 	FileAccessLogName = "envoy.access_loggers.file"
 	OTelAccessLogName = "envoy.access_loggers.open_telemetry"
+	HTTPGrpcLogName   = "envoy.access_loggers.http_grpc"
+	TCPGrpcLogName    = "envoy.access_loggers.tcp_grpc"
 	celFilterName     = "envoy.access_loggers.extension_filters.cel"
 
 	// DefaultTextFormat is Istio's access log format when none is given.
@@ -34,9 +36,25 @@ const (
 		"%REQUESTED_SERVER_NAME% %ROUTE_NAME%\n"
 
 	devStdout = "/dev/stdout"
-	// otelLogName is the OpenTelemetry access log's default log name.
-	otelLogName = "otel_envoy_accesslog"
+	// otelLogName is the OpenTelemetry access log's default log name;
+	// httpALSLogName and tcpALSLogName the gRPC access log services'.
+	otelLogName    = "otel_envoy_accesslog"
+	httpALSLogName = "http_envoy_accesslog"
+	tcpALSLogName  = "tcp_envoy_accesslog"
 )
+
+// logKind says where a provider's access log goes.
+type logKind int
+
+const (
+	httpAndTCP logKind = iota
+	httpOnly           // envoyHttpAls: HTTP connection managers
+	tcpOnly            // envoyTcpAls: tcp_proxy
+)
+
+// peerStateToLog is the filter state the gRPC access log services get by
+// default: the peer metadata Istio's metadata exchange stores.
+var peerStateToLog = []string{"upstream_peer", "downstream_peer"}
 
 // defaultJSONFormat is Istio's JSON access log format when none is given.
 func defaultJSONFormat() *structpb.Struct {
@@ -125,9 +143,9 @@ func meshAccessLog(mesh *meshconfig.MeshConfig, path string) (*accesslogv3.Acces
 	return al, nil, err
 }
 
-// providerAccessLog is the access log of an extension provider, nil for
-// providers that do not log (or are not supported: the gRPC ALS kinds).
-func providerAccessLog(mesh *meshconfig.MeshConfig, p *meshconfig.MeshConfig_ExtensionProvider, clusters clusterLookup) (*accesslogv3.AccessLog, []string, error) {
+// providerAccessLog is the access log of an extension provider and where
+// it goes, nil for providers that do not log.
+func providerAccessLog(mesh *meshconfig.MeshConfig, p *meshconfig.MeshConfig_ExtensionProvider, clusters clusterLookup) (*accesslogv3.AccessLog, logKind, []string, error) {
 	switch prov := p.GetProvider().(type) {
 	case *meshconfig.MeshConfig_ExtensionProvider_EnvoyFileAccessLog:
 		f := prov.EnvoyFileAccessLog
@@ -137,24 +155,91 @@ func providerAccessLog(mesh *meshconfig.MeshConfig, p *meshconfig.MeshConfig_Ext
 		}
 		// The built-in provider takes its format from the mesh settings.
 		if p.GetName() == builtinAccessLogProvider && f.GetLogFormat() == nil && !f.GetOmitEmptyValues() {
-			return meshAccessLog(mesh, path)
+			al, warnings, err := meshAccessLog(mesh, path)
+			return al, httpAndTCP, warnings, err
 		}
 		if labels := f.GetLogFormat().GetLabels(); labels != nil {
 			al, err := fileAccessLog(path, jsonLogFormat(labels, f.GetOmitEmptyValues()))
-			return al, nil, err
+			return al, httpAndTCP, nil, err
 		}
 		al, err := fileAccessLog(path, textLogFormat(f.GetLogFormat().GetText(), f.GetOmitEmptyValues()))
-		return al, nil, err
+		return al, httpAndTCP, nil, err
 	case *meshconfig.MeshConfig_ExtensionProvider_EnvoyOtelAls:
 		al, err := otelAccessLog(prov.EnvoyOtelAls, clusters)
 		if err != nil {
-			return nil, []string{fmt.Sprintf("access log provider %s: %v", p.GetName(), err)}, nil
+			return nil, 0, []string{fmt.Sprintf("access log provider %s: %v", p.GetName(), err)}, nil
 		}
-		return al, nil, nil
-	case *meshconfig.MeshConfig_ExtensionProvider_EnvoyHttpAls, *meshconfig.MeshConfig_ExtensionProvider_EnvoyTcpAls:
-		return nil, []string{fmt.Sprintf("access log provider %s: gRPC access log service providers are not supported", p.GetName())}, nil
+		return al, httpAndTCP, nil, nil
+	case *meshconfig.MeshConfig_ExtensionProvider_EnvoyHttpAls:
+		al, err := httpALS(prov.EnvoyHttpAls, clusters)
+		if err != nil {
+			return nil, 0, []string{fmt.Sprintf("access log provider %s: %v", p.GetName(), err)}, nil
+		}
+		return al, httpOnly, nil, nil
+	case *meshconfig.MeshConfig_ExtensionProvider_EnvoyTcpAls:
+		al, err := tcpALS(prov.EnvoyTcpAls, clusters)
+		if err != nil {
+			return nil, 0, []string{fmt.Sprintf("access log provider %s: %v", p.GetName(), err)}, nil
+		}
+		return al, tcpOnly, nil, nil
 	}
-	return nil, nil, nil
+	return nil, 0, nil, nil
+}
+
+// alsCommon is the gRPC access log service part of envoyHttpAls and
+// envoyTcpAls: the log name (def when empty), the provider's service as an
+// Envoy gRPC cluster, and the filter state to log (the peer metadata when
+// none is given), as istiod builds it.
+func alsCommon(service string, port uint32, logName, def string, state []string, clusters clusterLookup) (*grpcalsv3.CommonGrpcAccessLogConfig, error) {
+	host, cluster, err := clusters(service, port)
+	if err != nil {
+		return nil, err
+	}
+	if logName == "" {
+		logName = def
+	}
+	if len(state) == 0 {
+		state = peerStateToLog
+	}
+	return &grpcalsv3.CommonGrpcAccessLogConfig{
+		LogName: logName,
+		GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+			EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: cluster, Authority: host},
+		}},
+		TransportApiVersion:     corev3.ApiVersion_V3,
+		FilterStateObjectsToLog: state,
+	}, nil
+}
+
+// httpALS is the HTTP gRPC access log service logger of an envoyHttpAls provider.
+func httpALS(p *meshconfig.MeshConfig_ExtensionProvider_EnvoyHttpGrpcV3LogProvider, clusters clusterLookup) (*accesslogv3.AccessLog, error) {
+	common, err := alsCommon(p.GetService(), p.GetPort(), p.GetLogName(), httpALSLogName, p.GetFilterStateObjectsToLog(), clusters)
+	if err != nil {
+		return nil, err
+	}
+	a, err := pack(&grpcalsv3.HttpGrpcAccessLogConfig{
+		CommonConfig:                    common,
+		AdditionalRequestHeadersToLog:   p.GetAdditionalRequestHeadersToLog(),
+		AdditionalResponseHeadersToLog:  p.GetAdditionalResponseHeadersToLog(),
+		AdditionalResponseTrailersToLog: p.GetAdditionalResponseTrailersToLog(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("http grpc access log: %w", err)
+	}
+	return &accesslogv3.AccessLog{Name: HTTPGrpcLogName, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: a}}, nil
+}
+
+// tcpALS is the TCP gRPC access log service logger of an envoyTcpAls provider.
+func tcpALS(p *meshconfig.MeshConfig_ExtensionProvider_EnvoyTcpGrpcV3LogProvider, clusters clusterLookup) (*accesslogv3.AccessLog, error) {
+	common, err := alsCommon(p.GetService(), p.GetPort(), p.GetLogName(), tcpALSLogName, p.GetFilterStateObjectsToLog(), clusters)
+	if err != nil {
+		return nil, err
+	}
+	a, err := pack(&grpcalsv3.TcpGrpcAccessLogConfig{CommonConfig: common})
+	if err != nil {
+		return nil, fmt.Errorf("tcp grpc access log: %w", err)
+	}
+	return &accesslogv3.AccessLog{Name: TCPGrpcLogName, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: a}}, nil
 }
 
 // otelAccessLog is the OpenTelemetry access logger of an envoyOtelAls

@@ -105,7 +105,7 @@ func (c *Config) applyHCM(f *listenerv3.Filter, cc *classConfig) (*listenerv3.Fi
 		out = append(out, h)
 	}
 	hcm.HttpFilters = out
-	hcm.AccessLog = append(hcm.AccessLog, cc.accessLogs...)
+	hcm.AccessLog = append(hcm.AccessLog, cc.httpLogs...)
 	if cc.tracing != nil {
 		hcm.Tracing = cc.tracing
 	}
@@ -126,7 +126,7 @@ func (c *Config) applyHCM(f *listenerv3.Filter, cc *classConfig) (*listenerv3.Fi
 }
 
 func applyTCP(f *listenerv3.Filter, cc *classConfig) (*listenerv3.Filter, error) {
-	if len(cc.accessLogs) == 0 {
+	if len(cc.tcpLogs) == 0 {
 		return f, nil
 	}
 	tp := &tcpv3.TcpProxy{}
@@ -136,7 +136,7 @@ func applyTCP(f *listenerv3.Filter, cc *classConfig) (*listenerv3.Filter, error)
 	if tp.GetCluster() == blackHoleCluster || len(tp.GetAccessLog()) > 0 {
 		return f, nil
 	}
-	tp.AccessLog = cc.accessLogs
+	tp.AccessLog = cc.tcpLogs
 	cfg, err := pack(tp)
 	if err != nil {
 		return nil, fmt.Errorf("tcp_proxy %s: %w", tp.GetStatPrefix(), err)

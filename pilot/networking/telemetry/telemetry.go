@@ -50,11 +50,13 @@ type clusterLookup func(service string, port uint32) (host, cluster string, err 
 
 // classConfig is what one listener class gets.
 type classConfig struct {
-	httpMX     *hcmv3.HttpFilter
-	httpStats  *hcmv3.HttpFilter
-	tcpStats   *listenerv3.Filter
-	accessLogs []*accesslogv3.AccessLog
-	tracing    *hcmv3.HttpConnectionManager_Tracing
+	httpMX    *hcmv3.HttpFilter
+	httpStats *hcmv3.HttpFilter
+	tcpStats  *listenerv3.Filter
+	// httpLogs go on HTTP connection managers, tcpLogs on tcp_proxy: the
+	// same but for the gRPC access log services, which are one or the other.
+	httpLogs, tcpLogs []*accesslogv3.AccessLog
+	tracing           *hcmv3.HttpConnectionManager_Tracing
 	// useRequestID is use_request_id_for_trace_sampling.
 	useRequestID bool
 }
@@ -179,7 +181,8 @@ func (c *Config) accessLogs(cc *classConfig, cl Class, specs []*tpb.Telemetry, m
 			c.Warnings = append(c.Warnings, warnings...)
 		}
 		if al != nil {
-			cc.accessLogs = []*accesslogv3.AccessLog{al}
+			cc.httpLogs = []*accesslogv3.AccessLog{al}
+			cc.tcpLogs = cc.httpLogs
 		}
 		return nil
 	}
@@ -191,7 +194,7 @@ func (c *Config) accessLogs(cc *classConfig, cl Class, specs []*tpb.Telemetry, m
 			}
 			continue
 		}
-		al, warnings, err := providerAccessLog(mesh, p, clusters)
+		al, kind, warnings, err := providerAccessLog(mesh, p, clusters)
 		if err != nil {
 			return err
 		}
@@ -204,7 +207,12 @@ func (c *Config) accessLogs(cc *classConfig, cl Class, specs []*tpb.Telemetry, m
 		if al, err = withFilter(al, providers[name]); err != nil {
 			return err
 		}
-		cc.accessLogs = append(cc.accessLogs, al)
+		if kind != tcpOnly {
+			cc.httpLogs = append(cc.httpLogs, al)
+		}
+		if kind != httpOnly {
+			cc.tcpLogs = append(cc.tcpLogs, al)
+		}
 	}
 	return nil
 }

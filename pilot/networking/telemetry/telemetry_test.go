@@ -5,11 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -349,5 +353,73 @@ func TestClusterMetadataExchangeMatchesIstiod(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Errorf("compared %d clusters with istiod's, want most of reviews-v1's", checked)
+	}
+}
+
+// TestGRPCAccessLogServices: envoyHttpAls logs on HTTP connection managers
+// only and envoyTcpAls on tcp_proxy only, each to its service's outbound
+// cluster with istiod's default log names and the peer metadata to log.
+func TestGRPCAccessLogServices(t *testing.T) {
+	in := nt.Scale(10)
+	in.Mesh = &meshconfig.MeshConfig{RootNamespace: "istio-system",
+		DefaultProviders: &meshconfig.MeshConfig_DefaultProviders{AccessLogging: []string{"http-als", "tcp-als"}},
+		ExtensionProviders: []*meshconfig.MeshConfig_ExtensionProvider{
+			{Name: "http-als", Provider: &meshconfig.MeshConfig_ExtensionProvider_EnvoyHttpAls{EnvoyHttpAls: &meshconfig.MeshConfig_ExtensionProvider_EnvoyHttpGrpcV3LogProvider{
+				Service: "svc-1.ns1.svc.cluster.local", Port: 8080, AdditionalRequestHeadersToLog: []string{"x-user"}}}},
+			{Name: "tcp-als", Provider: &meshconfig.MeshConfig_ExtensionProvider_EnvoyTcpAls{EnvoyTcpAls: &meshconfig.MeshConfig_ExtensionProvider_EnvoyTcpGrpcV3LogProvider{
+				Service: "svc-1.ns1.svc.cluster.local", Port: 8080, LogName: "tcp-log"}}},
+		}}
+	ls := sidecar(t, in.PushContext(), nt.ScaleProxy())
+	httpSeen, tcpSeen := 0, 0
+	for name, l := range ls {
+		for _, fc := range l.GetFilterChains() {
+			for _, f := range fc.GetFilters() {
+				var logs []*accesslogv3.AccessLog
+				want := telemetry.HTTPGrpcLogName
+				switch f.GetName() {
+				case wellknown.HTTPConnectionManager:
+					h := &hcmv3.HttpConnectionManager{}
+					if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
+						t.Fatal(err)
+					}
+					logs = h.GetAccessLog()
+					httpSeen++
+				case wellknown.TCPProxy:
+					tp := &tcpv3.TcpProxy{}
+					if err := f.GetTypedConfig().UnmarshalTo(tp); err != nil {
+						t.Fatal(err)
+					}
+					if tp.GetCluster() == "BlackHoleCluster" {
+						continue
+					}
+					logs, want = tp.GetAccessLog(), telemetry.TCPGrpcLogName
+					tcpSeen++
+				default:
+					continue
+				}
+				if len(logs) != 1 || logs[0].GetName() != want {
+					t.Fatalf("%s %s %s: access logs %v, want one %s", name, fc.GetName(), f.GetName(), logs, want)
+				}
+				if want == telemetry.HTTPGrpcLogName {
+					cfg := &grpcalsv3.HttpGrpcAccessLogConfig{}
+					if err := logs[0].GetTypedConfig().UnmarshalTo(cfg); err != nil {
+						t.Fatal(err)
+					}
+					c := cfg.GetCommonConfig()
+					if c.GetLogName() != "http_envoy_accesslog" || c.GetGrpcService().GetEnvoyGrpc().GetClusterName() != "outbound|8080||svc-1.ns1.svc.cluster.local" ||
+						!slices.Equal(cfg.GetAdditionalRequestHeadersToLog(), []string{"x-user"}) || len(c.GetFilterStateObjectsToLog()) == 0 {
+						t.Errorf("http ALS %v", cfg)
+					}
+				} else {
+					cfg := &grpcalsv3.TcpGrpcAccessLogConfig{}
+					if err := logs[0].GetTypedConfig().UnmarshalTo(cfg); err != nil || cfg.GetCommonConfig().GetLogName() != "tcp-log" {
+						t.Errorf("tcp ALS %v, %v", cfg, err)
+					}
+				}
+			}
+		}
+	}
+	if httpSeen == 0 || tcpSeen == 0 {
+		t.Fatalf("%d connection managers, %d tcp_proxies", httpSeen, tcpSeen)
 	}
 }
