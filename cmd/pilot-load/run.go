@@ -21,6 +21,7 @@ import (
 var typeURLs = map[string]string{
 	"cds": model.ClusterType, "eds": model.EndpointType,
 	"lds": model.ListenerType, "rds": model.RouteType,
+	"ecds": model.ExtensionConfigType,
 }
 
 func parseTypes(spec string) ([]string, error) {
@@ -32,7 +33,7 @@ func parseTypes(spec string) ([]string, error) {
 		}
 		u, ok := typeURLs[s]
 		if !ok {
-			return nil, fmt.Errorf("--types: %q is not one of cds, eds, lds, rds", s)
+			return nil, fmt.Errorf("--types: %q is not one of cds, eds, lds, rds, ecds", s)
 		}
 		out = append(out, u)
 	}
@@ -106,7 +107,7 @@ writes every figure. Exits non-zero if a proxy missed a deadline.`,
 	f.BoolVar(&fl.delta, "delta", false, "use Delta xDS (the default)")
 	f.BoolVar(&fl.sotw, "sotw", false, "use State-of-the-World xDS")
 	f.StringVar(&fl.mode, "mode", "", "sotw, delta or mixed (alternating); overrides --delta/--sotw")
-	f.StringVar(&fl.types, "types", "cds,eds,lds,rds", "xDS types to subscribe, comma-separated")
+	f.StringVar(&fl.types, "types", "cds,eds,lds,rds", "xDS types to subscribe, comma-separated (cds, eds, lds, rds, ecds: ECDS follows the listeners' config_discovery filters)")
 	f.Float64Var(&cfg.Ramp, "ramp", 0, "streams opened per second (0: all at once)")
 	f.IntVar(&cfg.Namespaces, "namespaces", cfg.Namespaces, "proxies spread round-robin over ns-0..ns-(K-1)")
 	f.IntVar(&cfg.Changes, "changes", 0, "marker changes to apply and time")

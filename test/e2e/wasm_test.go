@@ -18,6 +18,7 @@ import (
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
+	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
 const wasmPluginYAML = `apiVersion: extensions.istio.io/v1alpha1
@@ -165,7 +166,18 @@ func TestWasmPluginOverADS(t *testing.T) {
 		t.Fatalf("module after the change %q", u)
 	}
 
-	// Delta.
+	// An Envoy-like client (adsc, following LDS filters' config_discovery
+	// to ECDS), SotW and Delta: its config is complete only with the plugin.
+	for _, delta := range []bool{false, true} {
+		c := bootstraptest.RunClient(t, srv, adsc.Config{Delta: delta,
+			Node:  bootstraptest.SidecarNode(t, "reviews-v1", "default", "10.244.0.13", map[string]string{"app": "reviews"}),
+			Types: []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.ExtensionConfigType}})
+		bootstraptest.WaitClient(t, c, "a complete config with the WasmPlugin", func(c *adsc.Client) bool {
+			return c.Complete() && c.Resources(model.ExtensionConfigType)[wasmResource] != nil
+		})
+	}
+
+	// Delta, by hand.
 	d, err := ads.DeltaAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package adsc is an ADS client that subscribes the way Envoy does: CDS and
-// LDS as wildcards, then EDS for the EDS clusters CDS named and RDS for the
-// route configs LDS named, ACKing every response. Tests and pilot-load use it
+// LDS as wildcards, then EDS for the EDS clusters CDS named, RDS for the
+// route configs LDS named and ECDS for the extension configs LDS filters
+// discover (when Types lists it), ACKing every response. Tests and pilot-load use it
 // to stand in for real proxies, in SotW or Delta mode.
 package adsc
 
@@ -29,7 +30,8 @@ import (
 type Config struct {
 	Node  *corev3.Node
 	Delta bool
-	// Types to subscribe, in Envoy's order; default CDS, EDS, LDS, RDS.
+	// Types to subscribe, in Envoy's order; default CDS, EDS, LDS, RDS. Add
+	// model.ExtensionConfigType to follow ECDS as Envoy does.
 	Types []string
 	// NACK, when set, is asked about every response; a non-nil error NACKs it.
 	NACK func(typeURL string, resources map[string]*anypb.Any) error
@@ -51,9 +53,9 @@ type Client struct {
 	responses map[string]int                   // type → responses received
 	nacks     map[string]int
 	wanted    map[string][]string // dependent type → names its parent referenced
-	// refs[type][name] are the dependent names one CDS or LDS resource
-	// references, decoded once when the resource arrives.
-	refs    map[string]map[string][]string
+	// refs[type][name][dependent type] are the dependent names one CDS or
+	// LDS resource references, decoded once when the resource arrives.
+	refs    map[string]map[string]map[string][]string
 	bytes   int64
 	changed chan struct{} // closed and replaced on every change
 }
@@ -71,7 +73,7 @@ func New(cfg Config) *Client {
 		responses: map[string]int{},
 		nacks:     map[string]int{},
 		wanted:    map[string][]string{},
-		refs:      map[string]map[string][]string{},
+		refs:      map[string]map[string]map[string][]string{},
 		changed:   make(chan struct{}),
 	}
 }
@@ -95,13 +97,14 @@ func (c *Client) Run(ctx context.Context, conn grpc.ClientConnInterface) error {
 func (c *Client) wants(typeURL string) bool { return slices.Contains(c.cfg.Types, typeURL) }
 
 // store records a response's resources (replace for SotW; merge for Delta)
-// and returns the type and names of the dependent resources to subscribe
-// next, remembering them so Complete can tell when they have all arrived.
-func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, removed []string, size int) (string, []string) {
+// and returns, by dependent type, the names of the dependent resources to
+// subscribe next, remembering them so Complete can tell when they have all
+// arrived.
+func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, removed []string, size int) map[string][]string {
 	c.mu.Lock()
 	if replace || c.resources[typeURL] == nil {
 		c.resources[typeURL] = map[string]*anypb.Any{}
-		c.refs[typeURL] = map[string][]string{}
+		c.refs[typeURL] = map[string]map[string][]string{}
 	}
 	for n, r := range add {
 		c.resources[typeURL][n] = r
@@ -113,8 +116,8 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 	}
 	c.responses[typeURL]++
 	c.bytes += int64(size)
-	dep, names := c.dependentsLocked(typeURL)
-	if dep != "" {
+	deps := c.dependentsLocked(typeURL)
+	for dep, names := range deps {
 		c.wanted[dep] = names
 	}
 	close(c.changed)
@@ -127,7 +130,7 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 		}
 		c.cfg.OnResponse(typeURL, got, size)
 	}
-	return dep, names
+	return deps
 }
 
 func (c *Client) recordNACK(typeURL string) {
@@ -138,37 +141,42 @@ func (c *Client) recordNACK(typeURL string) {
 	c.changed = make(chan struct{})
 }
 
-// dependentsLocked returns the EDS names CDS asked for and the RDS names LDS
-// asked for, from the references recorded as resources arrived.
-// The caller holds c.mu.
-func (c *Client) dependentsLocked(typeURL string) (string, []string) {
-	var dep string
-	switch typeURL {
-	case model.ClusterType:
-		dep = model.EndpointType
-	case model.ListenerType:
-		dep = model.RouteType
-	default:
-		return "", nil
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, names := range c.refs[typeURL] {
-		for _, n := range names {
-			if !seen[n] {
-				seen[n] = true
-				out = append(out, n)
-			}
-		}
-	}
-	sort.Strings(out)
-	return dep, out
+// dependentTypes are the types whose names a parent type's resources give.
+var dependentTypes = map[string][]string{
+	model.ClusterType:  {model.EndpointType},
+	model.ListenerType: {model.RouteType, model.ExtensionConfigType},
 }
 
-// referencedNames decodes what one resource asks for next: an EDS
-// cluster's assignment name, or the route configs a listener's HTTP
-// connection managers name.
-func referencedNames(typeURL, name string, a *anypb.Any) []string {
+// dependentsLocked returns, by dependent type, the EDS names CDS asked for,
+// and the RDS and ECDS names LDS asked for, from the references recorded
+// as resources arrived. The caller holds c.mu.
+func (c *Client) dependentsLocked(typeURL string) map[string][]string {
+	deps := dependentTypes[typeURL]
+	if len(deps) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(deps))
+	for _, dep := range deps {
+		seen := map[string]bool{}
+		names := []string{}
+		for _, byType := range c.refs[typeURL] {
+			for _, n := range byType[dep] {
+				if !seen[n] {
+					seen[n] = true
+					names = append(names, n)
+				}
+			}
+		}
+		sort.Strings(names)
+		out[dep] = names
+	}
+	return out
+}
+
+// referencedNames decodes what one resource asks for next, by type: an EDS
+// cluster's assignment name; the route configs a listener's HTTP
+// connection managers name and the extension configs its filters discover.
+func referencedNames(typeURL, name string, a *anypb.Any) map[string][]string {
 	switch typeURL {
 	case model.ClusterType:
 		cl := &clusterv3.Cluster{}
@@ -178,37 +186,51 @@ func referencedNames(typeURL, name string, a *anypb.Any) []string {
 		if sn := cl.GetEdsClusterConfig().GetServiceName(); sn != "" {
 			name = sn
 		}
-		return []string{name}
+		return map[string][]string{model.EndpointType: {name}}
 	case model.ListenerType:
 		l := &listenerv3.Listener{}
 		if a.UnmarshalTo(l) != nil {
 			return nil
 		}
-		return routeNames(l)
+		routes, extensions := listenerRefs(l)
+		return map[string][]string{model.RouteType: routes, model.ExtensionConfigType: extensions}
 	}
 	return nil
 }
 
-func routeNames(l *listenerv3.Listener) []string {
-	var out []string
-	hcmName := func(a *anypb.Any) {
+// listenerRefs returns the route configs l's HTTP connection managers
+// fetch over RDS and the names its network and HTTP filters discover over
+// ECDS (config_discovery).
+func listenerRefs(l *listenerv3.Listener) (routes, extensions []string) {
+	hcm := func(a *anypb.Any) {
 		h := &hcmv3.HttpConnectionManager{}
-		if a.UnmarshalTo(h) == nil && h.GetRds().GetRouteConfigName() != "" {
-			out = append(out, h.GetRds().GetRouteConfigName())
+		if a.UnmarshalTo(h) != nil {
+			return
+		}
+		if n := h.GetRds().GetRouteConfigName(); n != "" {
+			routes = append(routes, n)
+		}
+		for _, f := range h.GetHttpFilters() {
+			if f.GetConfigDiscovery() != nil {
+				extensions = append(extensions, f.GetName())
+			}
 		}
 	}
 	if api := l.GetApiListener().GetApiListener(); api != nil {
-		hcmName(api)
+		hcm(api)
 	}
 	chains := append(slices.Clone(l.GetFilterChains()), l.GetDefaultFilterChain())
 	for _, fc := range chains {
 		for _, f := range fc.GetFilters() {
+			if f.GetConfigDiscovery() != nil {
+				extensions = append(extensions, f.GetName())
+			}
 			if tc := f.GetTypedConfig(); tc != nil {
-				hcmName(tc)
+				hcm(tc)
 			}
 		}
 	}
-	return out
+	return routes, extensions
 }
 
 // Resources returns a copy of the resources of typeURL, by name.
@@ -276,11 +298,12 @@ func (c *Client) WaitFor(ctx context.Context, cond func(c *Client) bool) error {
 
 // Complete reports whether the client holds its initial configuration the
 // way Envoy judges it: a response for every wildcard type it subscribes (CDS,
-// LDS) and every EDS and RDS resource those responses referenced.
+// LDS) and every EDS, RDS (and ECDS) resource those responses referenced.
 func (c *Client) Complete() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	parent := map[string]string{model.EndpointType: model.ClusterType, model.RouteType: model.ListenerType}
+	parent := map[string]string{model.EndpointType: model.ClusterType, model.RouteType: model.ListenerType,
+		model.ExtensionConfigType: model.ListenerType}
 	for _, t := range c.cfg.Types {
 		p, dependent := parent[t]
 		if !dependent {
@@ -318,4 +341,15 @@ func streamEnded(err error) error {
 		return fmt.Errorf("stream closed by server")
 	}
 	return err
+}
+
+// sortedKeys returns m's keys in order, so dependent subscriptions go out
+// in the same order every time.
+func sortedKeys(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -54,33 +54,35 @@ func (c *Client) runDelta(ctx context.Context, ads discovery.AggregatedDiscovery
 				continue
 			}
 		}
-		dep, names := c.store(t, false, got, resp.GetRemovedResources(), proto.Size(resp))
+		deps := c.store(t, false, got, resp.GetRemovedResources(), proto.Size(resp))
 		if err := send(ack); err != nil {
 			return err
 		}
-		if dep == "" || !c.wants(dep) {
-			continue
-		}
-		want := map[string]bool{}
-		req := &discovery.DeltaDiscoveryRequest{TypeUrl: dep}
-		for _, n := range names {
-			want[n] = true
-			if !subscribed[dep][n] {
-				req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, n)
+		for _, dep := range sortedKeys(deps) {
+			if !c.wants(dep) {
+				continue
 			}
-		}
-		for n := range subscribed[dep] {
-			if !want[n] {
-				req.ResourceNamesUnsubscribe = append(req.ResourceNamesUnsubscribe, n)
+			want := map[string]bool{}
+			req := &discovery.DeltaDiscoveryRequest{TypeUrl: dep}
+			for _, n := range deps[dep] {
+				want[n] = true
+				if !subscribed[dep][n] {
+					req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, n)
+				}
 			}
-		}
-		if len(req.ResourceNamesSubscribe)+len(req.ResourceNamesUnsubscribe) == 0 {
-			continue
-		}
-		subscribed[dep] = want
-		c.dropUnsubscribed(dep, req.ResourceNamesUnsubscribe)
-		if err := send(req); err != nil {
-			return err
+			for n := range subscribed[dep] {
+				if !want[n] {
+					req.ResourceNamesUnsubscribe = append(req.ResourceNamesUnsubscribe, n)
+				}
+			}
+			if len(req.ResourceNamesSubscribe)+len(req.ResourceNamesUnsubscribe) == 0 {
+				continue
+			}
+			subscribed[dep] = want
+			c.dropUnsubscribed(dep, req.ResourceNamesUnsubscribe)
+			if err := send(req); err != nil {
+				return err
+			}
 		}
 	}
 }

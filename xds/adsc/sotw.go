@@ -60,7 +60,7 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 				continue
 			}
 		}
-		dep, names := c.store(t, true, got, nil, proto.Size(resp))
+		deps := c.store(t, true, got, nil, proto.Size(resp))
 		c.mu.Lock()
 		c.versions[t] = resp.GetVersionInfo()
 		c.mu.Unlock()
@@ -68,7 +68,11 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 		if err := send(ack); err != nil {
 			return err
 		}
-		if dep != "" && c.wants(dep) {
+		for _, dep := range sortedKeys(deps) {
+			names := deps[dep]
+			if !c.wants(dep) {
+				continue
+			}
 			// Like Envoy, ask for nothing until there is something to ask for:
 			// an empty SotW subscription would read as a wildcard.
 			if _, asked := subscribed[dep]; (asked || len(names) > 0) && (!asked || !slices.Equal(subscribed[dep], names)) {
