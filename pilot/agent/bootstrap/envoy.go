@@ -93,6 +93,14 @@ func Envoy(cfg *config.Config) (*bootstrapv3.Bootstrap, error) {
 	if err != nil {
 		return nil, err
 	}
+	family := clusterv3.Cluster_V4_ONLY
+	if localhost == "::1" {
+		family = clusterv3.Cluster_V6_ONLY
+	}
+	tracer, tracerCluster, err := tracing(cfg.ProxyConfig, node.GetCluster(), family)
+	if err != nil {
+		return nil, err
+	}
 
 	apiType := corev3.ApiConfigSource_DELTA_GRPC
 	if !cfg.DeltaXDS {
@@ -140,10 +148,14 @@ func Envoy(cfg *config.Config) (*bootstrapv3.Bootstrap, error) {
 			},
 			Listeners: []*listenerv3.Listener{statsListener, readyListener},
 		},
+		Tracing: tracer,
 		LayeredRuntime: &bootstrapv3.LayeredRuntime{Layers: []*bootstrapv3.RuntimeLayer{
 			{Name: "global config", LayerSpecifier: &bootstrapv3.RuntimeLayer_StaticLayer{StaticLayer: runtime}},
 			{Name: "admin", LayerSpecifier: &bootstrapv3.RuntimeLayer_AdminLayer_{AdminLayer: &bootstrapv3.RuntimeLayer_AdminLayer{}}},
 		}},
+	}
+	if tracerCluster != nil {
+		b.StaticResources.Clusters = append(b.StaticResources.Clusters, tracerCluster)
 	}
 	if err := b.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("Envoy bootstrap for %s: %w", cfg.NodeID(), err)

@@ -12,6 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -247,4 +248,56 @@ func TestRegexLimitMatchesValidation(t *testing.T) {
 		}
 	}
 	t.Fatal("bootstrap sets no re2.max_program_size.error_level")
+}
+
+// TestTracing: the bootstrap's tracer is Istio's: by default Zipkin to
+// zipkin.istio-system:9411 (a STRICT_DNS cluster "zipkin", HTTP JSON to
+// /api/v2/spans, 128-bit IDs); a PROXY_CONFIG Datadog tracer reports to
+// datadog_agent under the service cluster; no tracing, no tracer; an
+// address that is not HOST:PORT is an error naming the field.
+func TestTracing(t *testing.T) {
+	b, err := Envoy(testConfig(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zc := &tracev3.ZipkinConfig{}
+	if b.GetTracing().GetHttp().GetName() != "envoy.tracers.zipkin" || b.GetTracing().GetHttp().GetTypedConfig().UnmarshalTo(zc) != nil ||
+		zc.GetCollectorCluster() != ZipkinCluster || zc.GetCollectorEndpoint() != "/api/v2/spans" || !zc.GetTraceId_128Bit() ||
+		zc.GetCollectorEndpointVersion() != tracev3.ZipkinConfig_HTTP_JSON {
+		t.Fatalf("default tracer %v", b.GetTracing())
+	}
+	c := clusterNamed(b, ZipkinCluster)
+	addr := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+	if c.GetType() != clusterv3.Cluster_STRICT_DNS || addr.GetAddress() != "zipkin.istio-system" || addr.GetPortValue() != 9411 {
+		t.Errorf("zipkin cluster %v", c)
+	}
+
+	b, err = Envoy(testConfig(t, map[string]string{"PROXY_CONFIG": `{"tracing": {"datadog": {"address": "dd-agent.monitoring:8126"}}}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := &tracev3.DatadogConfig{}
+	if b.GetTracing().GetHttp().GetTypedConfig().UnmarshalTo(dc) != nil || dc.GetCollectorCluster() != DatadogCluster ||
+		dc.GetServiceName() != b.GetNode().GetCluster() || clusterNamed(b, DatadogCluster) == nil || clusterNamed(b, ZipkinCluster) != nil {
+		t.Errorf("datadog tracer %v", b.GetTracing())
+	}
+
+	b, err = Envoy(testConfig(t, map[string]string{"PROXY_CONFIG": `{"tracing": {}}`}))
+	if err != nil || b.GetTracing() != nil || clusterNamed(b, ZipkinCluster) != nil {
+		t.Errorf("no tracing: %v, %v", b.GetTracing(), err)
+	}
+
+	_, err = Envoy(testConfig(t, map[string]string{"PROXY_CONFIG": `{"tracing": {"zipkin": {"address": "zipkin"}}}`}))
+	if err == nil || !strings.Contains(err.Error(), "tracing.zipkin.address") {
+		t.Errorf("bad zipkin address: %v", err)
+	}
+}
+
+func clusterNamed(b *bootstrapv3.Bootstrap, name string) *clusterv3.Cluster {
+	for _, c := range b.GetStaticResources().GetClusters() {
+		if c.GetName() == name {
+			return c
+		}
+	}
+	return nil
 }

@@ -16,13 +16,9 @@ import (
 const DefaultDiscoveryAddress = "istiod.istio-system.svc:15012"
 
 // DefaultProxyConfig returns Istio's ProxyConfig defaults for one proxy
-// (model.DefaultProxyConfig) without the Zipkin tracer, which the agent's
-// bootstrap does not render.
-func DefaultProxyConfig() *meshconfig.ProxyConfig {
-	p := model.DefaultProxyConfig()
-	p.Tracing = nil
-	return p
-}
+// (model.DefaultProxyConfig): among them the Zipkin tracer at
+// zipkin.istio-system:9411 the bootstrap renders.
+func DefaultProxyConfig() *meshconfig.ProxyConfig { return model.DefaultProxyConfig() }
 
 // ParseProxyConfig applies s (ProxyConfig as YAML or JSON, field names in
 // camelCase or snake_case; "" means none) over DefaultProxyConfig. Every
