@@ -9,6 +9,9 @@ func TestApplyRegistryStateEscalatesClusterInputs(t *testing.T) {
 	const host = "reviews.default.svc.cluster.local"
 	svc := &Service{Hostname: host, Name: "reviews", Namespace: "default", Ports: []Port{{Name: "http", Port: 9080}}, Resolution: ClientSideLB}
 	dns := &Service{Hostname: host, Name: "reviews", Namespace: "default", Ports: []Port{{Name: "http", Port: 9080}}, Resolution: DNSLB}
+	headless := &Service{Hostname: host, Name: "reviews", Namespace: "default", Ports: []Port{{Name: "http", Port: 9080}}, Resolution: Passthrough}
+	named := func(e *Endpoint, host string) *Endpoint { e.HostName = host; return e }
+	unready := func(e *Endpoint) *Endpoint { e.Healthy = false; return e }
 	ep := func(ip string, port uint32, sa string) *Endpoint {
 		return &Endpoint{Address: ip, Port: port, ServicePortName: "http", ServiceAccount: sa, Healthy: true}
 	}
@@ -25,6 +28,10 @@ func TestApplyRegistryStateEscalatesClusterInputs(t *testing.T) {
 		{"last endpoint gone", svc, nil, true},
 		{"target port changed", svc, []*Endpoint{ep("10.0.0.1", 8080, "spiffe://cluster.local/ns/default/sa/reviews")}, true},
 		{"DNS service, any change", dns, []*Endpoint{ep("10.0.0.9", 9080, "spiffe://cluster.local/ns/default/sa/reviews")}, true},
+		// Headless: the DNS name table (ready addresses, pod names) changes.
+		{"headless, another ready pod", headless, append(append([]*Endpoint(nil), base...), ep("10.0.0.2", 9080, "spiffe://cluster.local/ns/default/sa/reviews")), true},
+		{"headless, a pod name", headless, []*Endpoint{named(ep("10.0.0.1", 9080, "spiffe://cluster.local/ns/default/sa/reviews"), "reviews-0")}, true},
+		{"headless, an unready pod only", headless, append(append([]*Endpoint(nil), base...), unready(ep("10.0.0.2", 9080, "spiffe://cluster.local/ns/default/sa/reviews"))), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			idx := NewEndpointIndex()

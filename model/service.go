@@ -146,6 +146,11 @@ type Endpoint struct {
 	Namespace string
 	// WorkloadName names the pod or WorkloadEntry, for debugging.
 	WorkloadName string
+	// HostName is the pod's DNS host name within its headless service
+	// (EndpointSlice endpoints[].hostname: a StatefulSet pod's name, set
+	// when the pod's subdomain is the service), Kubernetes only: the pod is
+	// HOSTNAME.SERVICE.NS.svc.DOMAIN in DNS.
+	HostName string
 }
 
 // Key identifies an endpoint within a service.

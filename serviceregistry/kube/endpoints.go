@@ -88,9 +88,15 @@ func (x *Index) FromSlices(svc *corev1.Service, slices []*discoveryv1.EndpointSl
 			if e.NodeName != nil {
 				node = *e.NodeName
 			}
+			host := ""
+			if e.Hostname != nil {
+				host = *e.Hostname
+			}
 			for _, addr := range e.Addresses {
 				for _, p := range ports {
-					set.add(x.endpoint(svc, addr, p, ready, e.TargetRef, node))
+					ep := x.endpoint(svc, addr, p, ready, e.TargetRef, node)
+					ep.HostName = host
+					set.add(ep)
 				}
 			}
 		}
@@ -111,7 +117,9 @@ func (x *Index) FromEndpoints(svc *corev1.Service, eps *corev1.Endpoints) []*mod
 					node = *a.NodeName
 				}
 				for _, p := range ports {
-					set.add(x.endpoint(svc, a.IP, p, ready, a.TargetRef, node))
+					ep := x.endpoint(svc, a.IP, p, ready, a.TargetRef, node)
+					ep.HostName = a.Hostname
+					set.add(ep)
 				}
 			}
 		}
@@ -144,7 +152,11 @@ func (x *Index) FromPods(svc *corev1.Service) []*model.Endpoint {
 				continue
 			}
 			p := portMatch{name: sp.Name, target: target}
-			set.add(x.endpoint(svc, pod.Status.PodIP, p, ready, ref, pod.Spec.NodeName))
+			ep := x.endpoint(svc, pod.Status.PodIP, p, ready, ref, pod.Spec.NodeName)
+			if pod.Spec.Subdomain == svc.Name {
+				ep.HostName = pod.Spec.Hostname // as the endpoints controller sets it
+			}
+			set.add(ep)
 		}
 	}
 	return set.list

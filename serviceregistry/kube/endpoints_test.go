@@ -71,7 +71,7 @@ func TestFromSlices(t *testing.T) {
 			{Name: ptr("http"), Port: ptr[int32](8080)},
 		},
 		Endpoints: []discoveryv1.Endpoint{
-			{Addresses: []string{"10.1.0.1"}, NodeName: ptr("node-a"),
+			{Addresses: []string{"10.1.0.1"}, NodeName: ptr("node-a"), Hostname: ptr("web-1"),
 				TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-1", Namespace: "shop"}},
 			{Addresses: []string{"10.1.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(false)},
 				TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-2"}},
@@ -92,9 +92,9 @@ func TestFromSlices(t *testing.T) {
 	got := NewIndex(objs).Endpoints(svc)
 	want := []*model.Endpoint{
 		{Address: "10.1.0.1", Port: 8080, ServicePortName: "http", Labels: web, ServiceAccount: "web-sa",
-			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1"},
+			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1"},
 		{Address: "10.1.0.1", Port: 9090, ServicePortName: "metrics", Labels: web, ServiceAccount: "web-sa",
-			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1"},
+			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1"},
 		{Address: "10.1.0.2", Port: 8080, ServicePortName: "http", Labels: web, ServiceAccount: "default",
 			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2"},
 		{Address: "10.1.0.2", Port: 9090, ServicePortName: "metrics", Labels: web, ServiceAccount: "default",

@@ -73,6 +73,7 @@ func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
 			ips = push.AutoVIPsFor(proxy, svc)
 		case svc.Resolution == model.Passthrough && len(svc.Ports) > 0:
 			ips = endpointIPs(push, svc)
+			addPodNames(out, push, svc)
 		}
 		if len(ips) == 0 {
 			continue
@@ -84,6 +85,36 @@ func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
 		out[svc.Hostname] = ni
 	}
 	return out
+}
+
+// addPodNames adds, for a headless Kubernetes service, the DNS names of its
+// ready pods that have one (StatefulSet pods: HOSTNAME.SERVICE.NS.svc.DOMAIN,
+// short name HOSTNAME.SERVICE), each to the pod's address, as istiod does.
+// An existing entry is kept: the first of two pods of one name wins.
+func addPodNames(out nds.NameTable, push *model.PushContext, svc *model.Service) {
+	if svc.Registry != model.RegistryKubernetes || push.Endpoints == nil {
+		return
+	}
+	_, domain, ok := strings.Cut(svc.Hostname, ".")
+	if !ok {
+		return
+	}
+	first := svc.Ports[0].Name
+	for _, e := range push.Endpoints.Endpoints(svc.Hostname) {
+		if e.HostName == "" || !e.Healthy || e.ServicePortName != first {
+			continue
+		}
+		if _, err := netip.ParseAddr(e.Address); err != nil {
+			continue
+		}
+		// svc.Hostname is NAME.NS.svc.DOMAIN: the pod is HOSTNAME.NAME.NS.svc.DOMAIN.
+		host := e.HostName + "." + svc.Name + "." + domain
+		if _, dup := out[host]; dup {
+			continue
+		}
+		out[host] = nds.NameInfo{IPs: []string{e.Address}, Registry: string(svc.Registry),
+			Shortname: e.HostName + "." + svc.Name, Namespace: svc.Namespace}
+	}
 }
 
 // endpointIPs returns the distinct IP addresses of svc's ready endpoints on

@@ -22,8 +22,12 @@ func standard() (*model.PushContext, model.AutoVIP, model.AutoVIP) {
 		&model.Service{Hostname: "*.wild.example.com", Name: "*.wild.example.com", Namespace: "default",
 			Ports: []model.Port{{Name: "http", Port: 80}}, Resolution: model.DNSLB, Registry: model.RegistryServiceEntry},
 	)
+	// StatefulSet pods have DNS names (endpoints[].hostname); an unready
+	// one is left out.
+	in.Endpoints[networkingtest.StatefulHost][0].HostName = "stateful-0"
 	stateful2 := networkingtest.Endpoint("10.3.0.2", 5432, "tcp-pg", nil)
 	stateful2.Healthy = false
+	stateful2.HostName = "stateful-1"
 	in.Endpoints[networkingtest.StatefulHost] = append(in.Endpoints[networkingtest.StatefulHost], stateful2)
 	in.Endpoints["none.example.com"] = []*model.Endpoint{networkingtest.Endpoint("192.0.2.9", 1, "tcp", nil)}
 	push := in.PushContext()
@@ -45,6 +49,7 @@ func TestBuild(t *testing.T) {
 		networkingtest.GreeterHost:  kube(networkingtest.GreeterVIP, "greeter", "default"),
 		networkingtest.MySQLHost:    kube(networkingtest.MySQLVIP, "mysql", "db"),
 		networkingtest.StatefulHost: kube("10.3.0.1", "stateful", "default"), // headless: ready endpoints
+		"stateful-0.stateful.default.svc.cluster.local": kube("10.3.0.1", "stateful-0.stateful", "default"),
 		"db.example.com":            {IPs: []string{"192.0.2.5"}, Registry: "External"},
 		"none.example.com":          {IPs: []string{"192.0.2.9"}, Registry: "External"},
 	}
