@@ -11,13 +11,12 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	wasmhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/wasm/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
+	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
@@ -49,18 +48,9 @@ func pluginFilters(t *testing.T, resp *discovery.DiscoveryResponse) map[string][
 			t.Fatal(err)
 		}
 		for _, fc := range l.GetFilterChains() {
-			for _, f := range fc.GetFilters() {
-				if f.GetName() != wellknown.HTTPConnectionManager {
-					continue
-				}
-				h := &hcmv3.HttpConnectionManager{}
-				if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
-					t.Fatal(err)
-				}
-				for _, hf := range h.GetHttpFilters() {
-					if strings.HasPrefix(hf.GetName(), model.WasmPluginResourcePrefix) && hf.GetConfigDiscovery() != nil {
-						out[l.GetName()] = append(out[l.GetName()], hf.GetName())
-					}
+			for _, hf := range nt.ConnectionManager(t, fc).GetHttpFilters() {
+				if strings.HasPrefix(hf.GetName(), model.WasmPluginResourcePrefix) && hf.GetConfigDiscovery() != nil {
+					out[l.GetName()] = append(out[l.GetName()], hf.GetName())
 				}
 			}
 		}

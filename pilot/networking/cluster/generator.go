@@ -76,7 +76,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		cache.Add(bKey, nil, tok, builtin)
 	}
 	out = append(out, builtin...)
-	return appendAdded(out, pt)
+	return appendAdded(out, pt, nil)
 }
 
 // patching is the EnvoyFilter patches of one proxy's CDS answer: ctx is
@@ -94,8 +94,10 @@ func newPatching(proxy *model.Proxy, push *model.PushContext, rep envoyfilter.Re
 }
 
 // appendAdded appends the clusters CLUSTER ADD patches create, skipping
-// names already served.
-func appendAdded(out model.Resources, pt patching) (model.Resources, error) {
+// names already served: all of them, or with hosts (a partial answer) those
+// whose names belong to one of hosts (model.ResourceHost), which a partial
+// push would otherwise remove.
+func appendAdded(out model.Resources, pt patching, hosts map[string]struct{}) (model.Resources, error) {
 	extra := pt.patches.AddedClusters(pt.ctx)
 	if len(extra) == 0 {
 		return out, nil
@@ -105,7 +107,7 @@ func appendAdded(out model.Resources, pt patching) (model.Resources, error) {
 		seen[r.GetName()] = true
 	}
 	for _, c := range extra {
-		if seen[c.GetName()] {
+		if _, ok := hosts[model.ResourceHost(c.GetName())]; (hosts != nil && !ok) || seen[c.GetName()] {
 			continue
 		}
 		seen[c.GetName()] = true
@@ -136,29 +138,7 @@ func (g Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext,
 		}
 		out = append(out, res...)
 	}
-	return appendAddedOf(out, pt, hosts)
-}
-
-// appendAddedOf appends the clusters CLUSTER ADD patches create whose names
-// belong to one of hosts (model.ResourceHost), as appendAdded does for a
-// full answer: left out, a partial push would remove them.
-func appendAddedOf(out model.Resources, pt patching, hosts map[string]struct{}) (model.Resources, error) {
-	seen := make(map[string]bool, len(out))
-	for _, r := range out {
-		seen[r.GetName()] = true
-	}
-	for _, c := range pt.patches.AddedClusters(pt.ctx) {
-		if _, ok := hosts[model.ResourceHost(c.GetName())]; !ok || seen[c.GetName()] {
-			continue
-		}
-		seen[c.GetName()] = true
-		r, err := resource.Marshal(c.GetName(), c)
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", c.GetName(), err)
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return appendAdded(out, pt, hosts)
 }
 
 // serviceResources returns the marshalled outbound clusters of svc for

@@ -19,16 +19,14 @@ import (
 	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	networking "istio.io/api/networking/v1alpha3"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
+	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 )
 
 const root = "istio-system"
@@ -36,16 +34,7 @@ const root = "istio-system"
 // envoyFilter decodes an EnvoyFilter spec written in YAML.
 func envoyFilter(t testing.TB, ns, name, spec string) model.Config {
 	t.Helper()
-	js, err := yaml.YAMLToJSON([]byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef := &networking.EnvoyFilter{}
-	if err := protojson.Unmarshal(js, ef); err != nil {
-		t.Fatalf("%s/%s: %v", ns, name, err)
-	}
-	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Namespace: ns, Name: name, ResourceVersion: "1",
-		CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, Spec: ef}
+	return nt.EnvoyFilter(t, ns, name, spec)
 }
 
 // recorder is a Reporter that keeps log lines and statuses.

@@ -45,13 +45,13 @@ func TestBuild(t *testing.T) {
 		return nds.NameInfo{IPs: []string{ip}, Registry: "Kubernetes", Shortname: name, Namespace: ns}
 	}
 	base := nds.NameTable{
-		networkingtest.ReviewsHost:  kube(networkingtest.ReviewsVIP, "reviews", "default"),
-		networkingtest.GreeterHost:  kube(networkingtest.GreeterVIP, "greeter", "default"),
-		networkingtest.MySQLHost:    kube(networkingtest.MySQLVIP, "mysql", "db"),
-		networkingtest.StatefulHost: kube("10.3.0.1", "stateful", "default"), // headless: ready endpoints
+		networkingtest.ReviewsHost:                      kube(networkingtest.ReviewsVIP, "reviews", "default"),
+		networkingtest.GreeterHost:                      kube(networkingtest.GreeterVIP, "greeter", "default"),
+		networkingtest.MySQLHost:                        kube(networkingtest.MySQLVIP, "mysql", "db"),
+		networkingtest.StatefulHost:                     kube("10.3.0.1", "stateful", "default"), // headless: ready endpoints
 		"stateful-0.stateful.default.svc.cluster.local": kube("10.3.0.1", "stateful-0.stateful", "default"),
-		"db.example.com":            {IPs: []string{"192.0.2.5"}, Registry: "External"},
-		"none.example.com":          {IPs: []string{"192.0.2.9"}, Registry: "External"},
+		"db.example.com":                                {IPs: []string{"192.0.2.5"}, Registry: "External"},
+		"none.example.com":                              {IPs: []string{"192.0.2.9"}, Registry: "External"},
 	}
 	withVIPs := func(v6 bool) nds.NameTable {
 		out := nds.NameTable{}

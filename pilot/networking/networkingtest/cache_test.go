@@ -8,10 +8,8 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
@@ -253,23 +251,15 @@ func TestGenerateServicesIsASubset(t *testing.T) {
 // addedClusterFilter is a mesh-wide EnvoyFilter adding a STATIC cluster name.
 func addedClusterFilter(t testing.TB, name string) model.Config {
 	t.Helper()
-	js, err := yaml.YAMLToJSON([]byte(`
+	return nt.EnvoyFilter(t, "istio-system", "added-cluster", `
 configPatches:
 - applyTo: CLUSTER
   patch:
     operation: ADD
     value:
-      name: "` + name + `"
+      name: "`+name+`"
       type: STATIC
       connect_timeout: 1s
-      load_assignment: {cluster_name: "` + name + `", endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.9.9.9, port_value: 80}}}}]}]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef := &networking.EnvoyFilter{}
-	if err := protojson.Unmarshal(js, ef); err != nil {
-		t.Fatal(err)
-	}
-	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Name: "added-cluster", Namespace: "istio-system"}, Spec: ef}
+      load_assignment: {cluster_name: "`+name+`", endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.9.9.9, port_value: 80}}}}]}]}
+`)
 }

@@ -22,7 +22,7 @@ import (
 // clusters and a route MERGE on port 8080.
 func scaleEnvoyFilter(t testing.TB, luaName, version string) model.Config {
 	t.Helper()
-	js, err := yaml.YAMLToJSON([]byte(`
+	c := nt.EnvoyFilter(t, "ns0", "lua", `
 workloadSelector: {labels: {app: svc-0}}
 configPatches:
 - applyTo: HTTP_FILTER
@@ -30,23 +30,16 @@ configPatches:
     listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager, subFilter: {name: envoy.filters.http.router}}}}
   patch:
     operation: INSERT_BEFORE
-    value: {name: ` + luaName + `, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}}
+    value: {name: `+luaName+`, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}}
 - applyTo: CLUSTER
   match: {context: SIDECAR_OUTBOUND, cluster: {service: svc-2.ns2.svc.cluster.local}}
   patch: {operation: MERGE, value: {connect_timeout: 1s}}
 - applyTo: ROUTE_CONFIGURATION
   match: {context: SIDECAR_OUTBOUND, routeConfiguration: {portNumber: 8080}}
   patch: {operation: MERGE, value: {request_headers_to_remove: [x-internal]}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef := &networking.EnvoyFilter{}
-	if err := protojson.Unmarshal(js, ef); err != nil {
-		t.Fatal(err)
-	}
-	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Name: "lua", Namespace: "ns0", ResourceVersion: version,
-		CreationTimestamp: time.Unix(0, 0)}, Spec: ef}
+`)
+	c.ResourceVersion, c.CreationTimestamp = version, time.Unix(0, 0)
+	return c
 }
 
 // countingCache is an XDSCache that counts hits and misses.
@@ -68,7 +61,7 @@ func luaListeners(t *testing.T, proxy *model.Proxy, push *model.PushContext, lua
 	}
 	for _, l := range decode(t, res, func() *listenerv3.Listener { return &listenerv3.Listener{} }) {
 		for _, h := range connManagers(t, l) {
-			if slices.Contains(filterNames(h), lua) {
+			if slices.Contains(nt.HTTPFilterNames(h), lua) {
 				with++
 			} else {
 				without++

@@ -111,14 +111,6 @@ func connManagers(t *testing.T, l *listenerv3.Listener) map[string]*hcmv3.HttpCo
 	return out
 }
 
-func filterNames(h *hcmv3.HttpConnectionManager) []string {
-	var out []string
-	for _, f := range h.GetHttpFilters() {
-		out = append(out, f.GetName())
-	}
-	return out
-}
-
 // before reports whether a comes right before b in list.
 func before(list []string, a, b string) bool {
 	i := slices.Index(list, a)
@@ -141,7 +133,7 @@ func TestLuaFixture(t *testing.T) {
 	for name, l := range s.listeners {
 		for chain, h := range connManagers(t, l) {
 			n++
-			if fs := filterNames(h); !before(fs, "envoy.lua", "envoy.filters.http.router") {
+			if fs := nt.HTTPFilterNames(h); !before(fs, "envoy.lua", "envoy.filters.http.router") {
 				t.Errorf("%s %s: http filters %q", name, chain, fs)
 			}
 		}
@@ -156,7 +148,7 @@ func TestLuaFixture(t *testing.T) {
 	other := generateWithFilters(t, nt.BookinfoProxy("reviews-v1"), push, log.reporter())
 	for name, l := range other.listeners {
 		for chain, h := range connManagers(t, l) {
-			if slices.Contains(filterNames(h), "envoy.lua") {
+			if slices.Contains(nt.HTTPFilterNames(h), "envoy.lua") {
 				t.Errorf("reviews-v1 %s %s got the Lua filter", name, chain)
 			}
 		}
@@ -179,7 +171,7 @@ func TestLocalRateLimitFixture(t *testing.T) {
 	inbound, patchedRoutes := 0, 0
 	for name, l := range s.listeners {
 		for chain, h := range connManagers(t, l) {
-			fs := filterNames(h)
+			fs := nt.HTTPFilterNames(h)
 			has := len(fs) > 0 && fs[0] == "envoy.filters.http.local_ratelimit"
 			if name == "virtualInbound" {
 				inbound++
@@ -227,7 +219,7 @@ func TestGatewayRateLimitFixture(t *testing.T) {
 	for name, l := range s.listeners {
 		for chain, h := range connManagers(t, l) {
 			hcms++
-			fs := filterNames(h)
+			fs := nt.HTTPFilterNames(h)
 			if !before(fs, "envoy.ratelimit", "envoy.filters.http.router") {
 				t.Errorf("%s %s: http filters %q", name, chain, fs)
 				continue
@@ -280,7 +272,7 @@ func TestValidationFixtures(t *testing.T) {
 	s := generateWithFilters(t, nt.BookinfoProxy("productpage-v1"), in.PushContext(), log.reporter())
 	for name, l := range s.listeners {
 		for chain, h := range connManagers(t, l) {
-			if fs := filterNames(h); len(fs) == 0 || fs[0] != "envoy.filters.http.ext_proc" {
+			if fs := nt.HTTPFilterNames(h); len(fs) == 0 || fs[0] != "envoy.filters.http.ext_proc" {
 				t.Errorf("%s %s: http filters %q, want ext_proc first", name, chain, fs)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -150,4 +151,20 @@ func LoadKubeServices(t testing.TB, path, ns string) []*model.Service {
 		out = append(out, ms)
 	}
 	return out
+}
+
+// EnvoyFilter decodes an EnvoyFilter spec written in YAML into the config
+// ns/name (resource version "1", created 2026-01-01).
+func EnvoyFilter(t testing.TB, ns, name, spec string) model.Config {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef := &networking.EnvoyFilter{}
+	if err := protojson.Unmarshal(js, ef); err != nil {
+		t.Fatalf("%s/%s: %v", ns, name, err)
+	}
+	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Namespace: ns, Name: name, ResourceVersion: "1",
+		CreationTimestamp: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, Spec: ef}
 }

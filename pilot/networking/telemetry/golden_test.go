@@ -145,10 +145,5 @@ func sidecar(t *testing.T, push *model.PushContext, proxy *model.Proxy) map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*listenerv3.Listener{}
-	for _, l := range ls {
-		nt.ValidateRecursively(t, l)
-		out[l.GetName()] = l
-	}
-	return out
+	return nt.ListenersByName(t, ls)
 }

@@ -30,21 +30,6 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/telemetry"
 )
 
-// hcmOf decodes the first http_connection_manager of fc.
-func hcmOf(t *testing.T, fc *listenerv3.FilterChain) *hcmv3.HttpConnectionManager {
-	t.Helper()
-	for _, f := range fc.GetFilters() {
-		if f.GetName() == wellknown.HTTPConnectionManager {
-			h := &hcmv3.HttpConnectionManager{}
-			if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
-				t.Fatal(err)
-			}
-			return h
-		}
-	}
-	return nil
-}
-
 // statsOf is the stats config of the HTTP chain of port 9080 (inbound:
 // virtualInbound's plaintext chain; outbound: 0.0.0.0_9080), nil if none.
 func statsOf(t *testing.T, ls map[string]*listenerv3.Listener, inbound bool) *stats.PluginConfig {
@@ -52,14 +37,14 @@ func statsOf(t *testing.T, ls map[string]*listenerv3.Listener, inbound bool) *st
 	var fc *listenerv3.FilterChain
 	if inbound {
 		for _, c := range ls["virtualInbound"].GetFilterChains() {
-			if c.GetFilterChainMatch().GetDestinationPort().GetValue() == 9080 && hcmOf(t, c) != nil {
+			if c.GetFilterChainMatch().GetDestinationPort().GetValue() == 9080 && nt.ConnectionManager(t, c) != nil {
 				fc = c
 			}
 		}
 	} else {
 		fc = ls["0.0.0.0_9080"].GetFilterChains()[0]
 	}
-	for _, f := range hcmOf(t, fc).GetHttpFilters() {
+	for _, f := range nt.ConnectionManager(t, fc).GetHttpFilters() {
 		if f.GetName() == telemetry.StatsName {
 			pc := &stats.PluginConfig{}
 			if err := f.GetTypedConfig().UnmarshalTo(pc); err != nil {
@@ -198,7 +183,7 @@ func TestTracingSampling(t *testing.T) {
 		Tracing: []*tpb.Tracing{{Providers: []*tpb.ProviderRef{{Name: "zipkin"}}, RandomSamplingPercentage: wrapperspb.Double(10)}}}
 	cfg := telemetryConfig("sampling", "default", spec)
 	sampling := func(ls map[string]*listenerv3.Listener) (float64, string) {
-		tr := hcmOf(t, ls["0.0.0.0_9080"].GetFilterChains()[0]).GetTracing()
+		tr := nt.ConnectionManager(t, ls["0.0.0.0_9080"].GetFilterChains()[0]).GetTracing()
 		return tr.GetRandomSampling().GetValue(), tr.GetProvider().GetName()
 	}
 	if got, p := sampling(build(t, mesh, nt.BookinfoProxy("reviews-v1"), cfg)); got != 10 || p != "envoy.tracers.zipkin" {

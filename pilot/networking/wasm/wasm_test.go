@@ -14,15 +14,12 @@ import (
 	wasmnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/wasm/v3"
 	wasmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	extensions "istio.io/api/extensions/v1alpha1"
-	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	typev1beta1 "istio.io/api/type/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/envoyfilter"
@@ -68,34 +65,7 @@ func sidecarListeners(t *testing.T, push *model.PushContext, proxy *model.Proxy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*listenerv3.Listener{}
-	for _, l := range ls {
-		nt.ValidateRecursively(t, l)
-		out[l.GetName()] = l
-	}
-	return out
-}
-
-func hcmOf(t *testing.T, fc *listenerv3.FilterChain) *hcmv3.HttpConnectionManager {
-	t.Helper()
-	for _, f := range fc.GetFilters() {
-		if f.GetName() == wellknown.HTTPConnectionManager {
-			h := &hcmv3.HttpConnectionManager{}
-			if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
-				t.Fatal(err)
-			}
-			return h
-		}
-	}
-	return nil
-}
-
-func httpNames(h *hcmv3.HttpConnectionManager) []string {
-	var out []string
-	for _, f := range h.GetHttpFilters() {
-		out = append(out, f.GetName())
-	}
-	return out
+	return nt.ListenersByName(t, ls)
 }
 
 // inboundHTTP is virtualInbound's plaintext HTTP chain of port.
@@ -103,7 +73,7 @@ func inboundHTTP(t *testing.T, ls map[string]*listenerv3.Listener, port uint32) 
 	t.Helper()
 	for _, c := range ls["virtualInbound"].GetFilterChains() {
 		if c.GetFilterChainMatch().GetDestinationPort().GetValue() == port && c.GetFilterChainMatch().GetTransportProtocol() != "tls" {
-			if h := hcmOf(t, c); h != nil {
+			if h := nt.ConnectionManager(t, c); h != nil {
 				return h
 			}
 		}
@@ -145,7 +115,7 @@ func TestOrderByPhaseAndPriority(t *testing.T) {
 	}
 	push := pushWith(t, configs...)
 	ls := sidecarListeners(t, push, nt.BookinfoProxy("reviews-v1"))
-	in := httpNames(inboundHTTP(t, ls, 9080))
+	in := nt.HTTPFilterNames(inboundHTTP(t, ls, 9080))
 	wantIn := []string{"istio-system.authn-root", "default.authn-old", "default.authn-new", "default.authz-high", "default.authz-low", "default.stats", "default.last"}
 	if got := pluginNames(in); !slices.Equal(got, wantIn) {
 		t.Fatalf("inbound plugins %q, want %q (filters %q)", got, wantIn, in)
@@ -164,7 +134,7 @@ func TestOrderByPhaseAndPriority(t *testing.T) {
 		t.Errorf("plugins misplaced among the filters: %q", in)
 	}
 	// Outbound (no security filters): the same plugins in the same order.
-	out := httpNames(hcmOf(t, ls["0.0.0.0_9080"].GetFilterChains()[0]))
+	out := nt.HTTPFilterNames(nt.ConnectionManager(t, ls["0.0.0.0_9080"].GetFilterChains()[0]))
 	if got := pluginNames(out); !slices.Equal(got, wantIn) {
 		t.Errorf("outbound plugins %q, want %q", got, wantIn)
 	}
@@ -195,7 +165,7 @@ func TestSelection(t *testing.T) {
 	}
 	for _, c := range cases {
 		ls := sidecarListeners(t, push, c.proxy)
-		got := pluginNames(httpNames(hcmOf(t, ls["0.0.0.0_9080"].GetFilterChains()[0])))
+		got := pluginNames(nt.HTTPFilterNames(nt.ConnectionManager(t, ls["0.0.0.0_9080"].GetFilterChains()[0])))
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s: plugins %q, want %q", c.proxy.ID, got, c.want)
 		}
@@ -212,7 +182,7 @@ func TestSelection(t *testing.T) {
 	}
 	root := pushWith(t, plugin("mesh", rootNS, 1, phase(extensions.PluginPhase_STATS, 0)))
 	ls := sidecarListeners(t, root, other)
-	if got := pluginNames(httpNames(hcmOf(t, ls["0.0.0.0_9080"].GetFilterChains()[0]))); !slices.Equal(got, []string{"istio-system.mesh"}) {
+	if got := pluginNames(nt.HTTPFilterNames(nt.ConnectionManager(t, ls["0.0.0.0_9080"].GetFilterChains()[0]))); !slices.Equal(got, []string{"istio-system.mesh"}) {
 		t.Errorf("root namespace plugin on another namespace: %q", got)
 	}
 }
@@ -232,11 +202,11 @@ func TestMatch(t *testing.T) {
 	push := pushWith(t, plugin("server", "default", 1, server), plugin("client9080", "default", 2, client9080),
 		plugin("other", "default", 3, other), plugin("network", "default", 4, network))
 	ls := sidecarListeners(t, push, nt.BookinfoProxy("reviews-v1"))
-	if got := pluginNames(httpNames(inboundHTTP(t, ls, 9080))); !slices.Equal(got, []string{"default.server"}) {
+	if got := pluginNames(nt.HTTPFilterNames(inboundHTTP(t, ls, 9080))); !slices.Equal(got, []string{"default.server"}) {
 		t.Errorf("inbound 9080 HTTP plugins %q, want the SERVER one", got)
 	}
 	outChain := ls["0.0.0.0_9080"].GetFilterChains()[0]
-	if got := pluginNames(httpNames(hcmOf(t, outChain))); !slices.Equal(got, []string{"default.client9080"}) {
+	if got := pluginNames(nt.HTTPFilterNames(nt.ConnectionManager(t, outChain))); !slices.Equal(got, []string{"default.client9080"}) {
 		t.Errorf("outbound 9080 HTTP plugins %q, want the CLIENT 9080 one", got)
 	}
 	var netNames []string
@@ -284,8 +254,8 @@ func TestGateway(t *testing.T) {
 	for _, l := range ls {
 		nt.ValidateRecursively(t, l)
 		for _, fc := range l.GetFilterChains() {
-			if h := hcmOf(t, fc); h != nil {
-				if got := pluginNames(httpNames(h)); !slices.Equal(got, []string{"istio-system.sel", "istio-system.ref"}) {
+			if h := nt.ConnectionManager(t, fc); h != nil {
+				if got := pluginNames(nt.HTTPFilterNames(h)); !slices.Equal(got, []string{"istio-system.sel", "istio-system.ref"}) {
 					t.Errorf("%s: gateway plugins %q", l.GetName(), got)
 				}
 			}
@@ -473,27 +443,13 @@ type secretSource struct{ s secrets }
 
 func (s secretSource) SecretSnapshot() model.SecretSnapshot { return s.s }
 
-// envoyFilterConfig decodes an EnvoyFilter spec from YAML.
-func envoyFilterConfig(t *testing.T, name, ns, spec string) model.Config {
-	t.Helper()
-	js, err := yaml.YAMLToJSON([]byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef := &networking.EnvoyFilter{}
-	if err := protojson.Unmarshal(js, ef); err != nil {
-		t.Fatal(err)
-	}
-	return model.Config{Meta: model.Meta{Kind: model.KindEnvoyFilter, Name: name, Namespace: ns}, Spec: ef}
-}
-
 // TestEnvoyFilterExtensionConfig: an EXTENSION_CONFIG ADD patch is served
 // over ECDS, by name, to the proxies its EnvoyFilter selects, and wins over
 // a WasmPlugin of the same resource name; an invalid one is reported and
 // not served.
 func TestEnvoyFilterExtensionConfig(t *testing.T) {
 	const lua = model.WasmPluginResourcePrefix + "default.same"
-	ef := envoyFilterConfig(t, "ecds", "default", `
+	ef := nt.EnvoyFilter(t, "default", "ecds", `
 workloadSelector: {labels: {app: reviews}}
 configPatches:
 - applyTo: EXTENSION_CONFIG
