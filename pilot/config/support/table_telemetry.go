@@ -25,7 +25,7 @@ func telemetryFields() []Field {
 		{"spec.tracing[].providers", Supported, "the first: zipkin, opentelemetry (gRPC or HTTP; no resource detectors or samplers), datadog, skywalking, sending to outbound|PORT||HOST"},
 		{"spec.tracing[].randomSamplingPercentage", Supported, ""},
 		{"spec.tracing[].disableSpanReporting", Supported, ""},
-		{"spec.tracing[].customTags", Supported, "literal, environment, header; formatter tags are ignored"},
+		{"spec.tracing[].customTags", Supported, "literal, environment, header, formatter (Envoy value tags)"},
 		{"spec.tracing[].useRequestIdForTraceSampling", Supported, ""},
 		{"spec.tracing[].enableIstioTags", Supported, ""},
 		{"spec.tracing[].disableContextPropagation", Supported, ""},

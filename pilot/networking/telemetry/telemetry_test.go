@@ -14,6 +14,7 @@ import (
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -191,6 +192,20 @@ func TestTracingSampling(t *testing.T) {
 	}
 	if got, p := sampling(build(t, mesh, nt.BookinfoProxy("ratings-v1"), cfg)); got != 1 || p != "" {
 		t.Errorf("other workload: sampling %v provider %q, want the mesh's 1 and the bootstrap's tracer", got, p)
+	}
+
+	// Custom tags of each kind, formatter included (Envoy's value tag).
+	spec.Tracing[0].CustomTags = map[string]*tpb.Tracing_CustomTag{
+		"lit":  {Type: &tpb.Tracing_CustomTag_Literal{Literal: &tpb.Tracing_Literal{Value: "v"}}},
+		"sni":  {Type: &tpb.Tracing_CustomTag_Formatter{Formatter: &tpb.Tracing_Formatter{Value: "%REQUESTED_SERVER_NAME%"}}},
+		"user": {Type: &tpb.Tracing_CustomTag_Header{Header: &tpb.Tracing_RequestHeader{Name: "x-user"}}},
+	}
+	tags := map[string]*tracingv3.CustomTag{}
+	for _, ct := range nt.ConnectionManager(t, build(t, mesh, nt.BookinfoProxy("reviews-v1"), cfg)["0.0.0.0_9080"].GetFilterChains()[0]).GetTracing().GetCustomTags() {
+		tags[ct.GetTag()] = ct
+	}
+	if tags["lit"].GetLiteral().GetValue() != "v" || tags["sni"].GetValue() != "%REQUESTED_SERVER_NAME%" || tags["user"].GetRequestHeader().GetName() != "x-user" {
+		t.Errorf("custom tags %v", tags)
 	}
 }
 

@@ -129,7 +129,8 @@ func sampling(t *hcmv3.HttpConnectionManager_Tracing, pct float64) {
 // customTags are istiod's span tags (unless noIstioTags): the RBAC dry-run
 // results, the proxy's canonical service and revision, cluster, mesh and
 // namespace, then extra (the Telemetry's customTags, else the proxy
-// config's; formatter tags are not supported), sorted by tag.
+// config's; formatter tags become Envoy's substitution-format value tags),
+// sorted by tag.
 func customTags(pt proxyTags, noIstioTags bool, extra map[string]*tpb.Tracing_CustomTag, fromMesh map[string]*meshconfig.Tracing_CustomTag) []*tracingv3.CustomTag {
 	rbac := func(tag, key string) *tracingv3.CustomTag {
 		return &tracingv3.CustomTag{Tag: tag, Type: &tracingv3.CustomTag_Metadata_{Metadata: &tracingv3.CustomTag_Metadata{
@@ -165,6 +166,8 @@ func customTags(pt proxyTags, noIstioTags bool, extra map[string]*tpb.Tracing_Cu
 		case *tpb.Tracing_CustomTag_Header:
 			tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_RequestHeader{
 				RequestHeader: &tracingv3.CustomTag_Header{Name: v.Header.GetName(), DefaultValue: v.Header.GetDefaultValue()}}})
+		case *tpb.Tracing_CustomTag_Formatter:
+			tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_Value{Value: v.Formatter.GetValue()}})
 		}
 	}
 	if extra == nil {
