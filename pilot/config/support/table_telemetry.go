@@ -22,7 +22,7 @@ func telemetryFields() []Field {
 		{"spec.accessLogging[].filter", Supported, "CEL expression filter (envoy.access_loggers.extension_filters.cel)"},
 		{"spec.tracing", Supported, "HCM tracing per mode; without Telemetry tracing or defaultProviders.tracing, enableTracing gives istiod's legacy tracing (sampling, tags; tracer from the bootstrap)"},
 		{"spec.tracing[].match", Supported, ""},
-		{"spec.tracing[].providers", Supported, "the first: zipkin, opentelemetry (gRPC or HTTP; no resource detectors or samplers), datadog, skywalking, sending to outbound|PORT||HOST"},
+		{"spec.tracing[].providers", Supported, "the first: zipkin, opentelemetry (gRPC or HTTP with its headers; environment and dynatrace resource detectors, Dynatrace sampler), datadog, skywalking, sending to outbound|PORT||HOST"},
 		{"spec.tracing[].randomSamplingPercentage", Supported, ""},
 		{"spec.tracing[].disableSpanReporting", Supported, ""},
 		{"spec.tracing[].customTags", Supported, "literal, environment, header, formatter (Envoy value tags)"},

@@ -11,9 +11,11 @@ import (
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	samplersv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/tracers/opentelemetry/samplers/v3"
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -421,5 +423,54 @@ func TestGRPCAccessLogServices(t *testing.T) {
 	}
 	if httpSeen == 0 || tcpSeen == 0 {
 		t.Fatalf("%d connection managers, %d tcp_proxies", httpSeen, tcpSeen)
+	}
+}
+
+// TestOpenTelemetryExtras: an opentelemetry tracing provider's resource
+// detectors (environment, dynatrace), Dynatrace sampler (to its API's
+// outbound cluster, with its headers) and OTLP/HTTP headers reach the
+// tracer config.
+func TestOpenTelemetryExtras(t *testing.T) {
+	mesh := &meshconfig.MeshConfig{RootNamespace: "istio-system",
+		DefaultProviders: &meshconfig.MeshConfig_DefaultProviders{Tracing: []string{"otel"}},
+		ExtensionProviders: []*meshconfig.MeshConfig_ExtensionProvider{{Name: "otel",
+			Provider: &meshconfig.MeshConfig_ExtensionProvider_Opentelemetry{Opentelemetry: &meshconfig.MeshConfig_ExtensionProvider_OpenTelemetryTracingProvider{
+				Service: "reviews.default.svc.cluster.local", Port: 9080,
+				Http: &meshconfig.MeshConfig_ExtensionProvider_HttpService{Path: "/v1/traces", Headers: []*meshconfig.MeshConfig_ExtensionProvider_HttpHeader{
+					{Name: "x-tenant", HeaderValue: &meshconfig.MeshConfig_ExtensionProvider_HttpHeader_Value{Value: "t1"}}}},
+				ResourceDetectors: &meshconfig.MeshConfig_ExtensionProvider_ResourceDetectors{
+					Environment: &meshconfig.MeshConfig_ExtensionProvider_ResourceDetectors_EnvironmentResourceDetector{},
+					Dynatrace:   &meshconfig.MeshConfig_ExtensionProvider_ResourceDetectors_DynatraceResourceDetector{},
+				},
+				Sampling: &meshconfig.MeshConfig_ExtensionProvider_OpenTelemetryTracingProvider_DynatraceSampler_{
+					DynatraceSampler: &meshconfig.MeshConfig_ExtensionProvider_OpenTelemetryTracingProvider_DynatraceSampler{
+						Tenant: "abc", ClusterId: 7, RootSpansPerMinute: 500,
+						HttpService: &meshconfig.MeshConfig_ExtensionProvider_OpenTelemetryTracingProvider_DynatraceSampler_DynatraceApi{
+							Service: "ratings.default.svc.cluster.local", Port: 9080,
+							Http: &meshconfig.MeshConfig_ExtensionProvider_HttpService{Path: "api/v2/samplingConfiguration"}},
+					}},
+			}}}}}
+	ls := build(t, mesh, nt.BookinfoProxy("reviews-v1"))
+	tr := nt.ConnectionManager(t, ls["0.0.0.0_9080"].GetFilterChains()[0]).GetTracing()
+	oc := &tracev3.OpenTelemetryConfig{}
+	if err := tr.GetProvider().GetTypedConfig().UnmarshalTo(oc); err != nil {
+		t.Fatalf("tracer %v: %v", tr.GetProvider(), err)
+	}
+	var detectors []string
+	for _, d := range oc.GetResourceDetectors() {
+		detectors = append(detectors, d.GetName())
+	}
+	if !slices.Equal(detectors, []string{"envoy.tracers.opentelemetry.resource_detectors.environment", "envoy.tracers.opentelemetry.resource_detectors.dynatrace"}) {
+		t.Errorf("resource detectors %q", detectors)
+	}
+	if h := oc.GetHttpService(); h.GetHttpUri().GetUri() != "http://reviews.default.svc.cluster.local/v1/traces" ||
+		len(h.GetRequestHeadersToAdd()) != 1 || h.GetRequestHeadersToAdd()[0].GetHeader().GetValue() != "t1" {
+		t.Errorf("OTLP/HTTP service %v", h)
+	}
+	sc := &samplersv3.DynatraceSamplerConfig{}
+	if oc.GetSampler().GetName() != "envoy.tracers.opentelemetry.samplers.dynatrace" || oc.GetSampler().GetTypedConfig().UnmarshalTo(sc) != nil ||
+		sc.GetTenant() != "abc" || sc.GetClusterId() != 7 || sc.GetRootSpansPerMinute() != 500 ||
+		sc.GetHttpService().GetHttpUri().GetCluster() != "outbound|9080||ratings.default.svc.cluster.local" {
+		t.Errorf("sampler %v", oc.GetSampler())
 	}
 }

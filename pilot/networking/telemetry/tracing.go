@@ -8,6 +8,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	detectorsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/tracers/opentelemetry/resource_detectors/v3"
+	samplersv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/tracers/opentelemetry/samplers/v3"
 	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -248,19 +250,15 @@ func tracingProvider(p *meshconfig.MeshConfig_ExtensionProvider, clusters cluste
 		name, maxTagLen = otelTracer, o.GetMaxTagLength()
 		oc := &tracev3.OpenTelemetryConfig{ServiceName: serviceCluster}
 		if h := o.GetHttp(); h != nil {
-			oc.HttpService = &corev3.HttpService{HttpUri: &corev3.HttpUri{
-				Uri:              "http://" + host + "/" + trimSlash(h.GetPath()),
-				HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: cluster},
-				Timeout:          h.GetTimeout(),
-			}}
-			if oc.HttpService.HttpUri.Timeout == nil {
-				oc.HttpService.HttpUri.Timeout = defaultTimeout()
-			}
+			oc.HttpService = httpService(host, cluster, h)
 		} else {
 			oc.GrpcService = &corev3.GrpcService{
 				TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: cluster, Authority: host}},
 				Timeout:         o.GetGrpc().GetTimeout(),
 			}
+		}
+		if err := otelExtras(oc, o, clusters); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.GetName(), err)
 		}
 		cfg = oc
 	default:
@@ -278,6 +276,70 @@ func tracingProvider(p *meshconfig.MeshConfig_ExtensionProvider, clusters cluste
 		t.SpawnUpstreamSpan = wrapperspb.Bool(true)
 	}
 	return t, nil
+}
+
+// httpService is an OTLP/HTTP (or Dynatrace API) endpoint: http://HOST/PATH
+// on the service's outbound cluster, its timeout (5 s by default) and the
+// headers with a value (those read from istiod's environment, envName, are
+// not sent: generators read no process environment).
+func httpService(host, cluster string, h *meshconfig.MeshConfig_ExtensionProvider_HttpService) *corev3.HttpService {
+	out := &corev3.HttpService{HttpUri: &corev3.HttpUri{
+		Uri:              "http://" + host + "/" + trimSlash(h.GetPath()),
+		HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: cluster},
+		Timeout:          h.GetTimeout(),
+	}}
+	if out.HttpUri.Timeout == nil {
+		out.HttpUri.Timeout = defaultTimeout()
+	}
+	for _, hd := range h.GetHeaders() {
+		if v, ok := hd.GetHeaderValue().(*meshconfig.MeshConfig_ExtensionProvider_HttpHeader_Value); ok {
+			out.RequestHeadersToAdd = append(out.RequestHeadersToAdd, &corev3.HeaderValueOption{
+				Header: &corev3.HeaderValue{Key: hd.GetName(), Value: v.Value}})
+		}
+	}
+	return out
+}
+
+// otelExtras adds an opentelemetry provider's resource detectors
+// (environment, dynatrace) and Dynatrace sampler to oc, as istiod.
+func otelExtras(oc *tracev3.OpenTelemetryConfig, o *meshconfig.MeshConfig_ExtensionProvider_OpenTelemetryTracingProvider, clusters clusterLookup) error {
+	ext := func(name string, m proto.Message) (*corev3.TypedExtensionConfig, error) {
+		a, err := pack(m)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return &corev3.TypedExtensionConfig{Name: name, TypedConfig: a}, nil
+	}
+	if rd := o.GetResourceDetectors(); rd.GetEnvironment() != nil {
+		e, err := ext("envoy.tracers.opentelemetry.resource_detectors.environment", &detectorsv3.EnvironmentResourceDetectorConfig{})
+		if err != nil {
+			return err
+		}
+		oc.ResourceDetectors = append(oc.ResourceDetectors, e)
+	}
+	if o.GetResourceDetectors().GetDynatrace() != nil {
+		e, err := ext("envoy.tracers.opentelemetry.resource_detectors.dynatrace", &detectorsv3.DynatraceResourceDetectorConfig{})
+		if err != nil {
+			return err
+		}
+		oc.ResourceDetectors = append(oc.ResourceDetectors, e)
+	}
+	if ds := o.GetDynatraceSampler(); ds != nil {
+		sc := &samplersv3.DynatraceSamplerConfig{Tenant: ds.GetTenant(), ClusterId: ds.GetClusterId(), RootSpansPerMinute: ds.GetRootSpansPerMinute()}
+		if api := ds.GetHttpService(); api != nil {
+			host, cluster, err := clusters(api.GetService(), api.GetPort())
+			if err != nil {
+				return fmt.Errorf("dynatraceSampler.httpService: %w", err)
+			}
+			sc.HttpService = httpService(host, cluster, api.GetHttp())
+		}
+		e, err := ext("envoy.tracers.opentelemetry.samplers.dynatrace", sc)
+		if err != nil {
+			return err
+		}
+		oc.Sampler = e
+	}
+	return nil
 }
 
 func trimSlash(s string) string {
