@@ -39,6 +39,9 @@ func (ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w
 			if err != nil {
 				return nil, err
 			}
+			if f.HTTP, err = legacyRBAC(f.HTTP, headerStyleFor(proxy)); err != nil {
+				return nil, err
+			}
 			rbac = &f
 		}
 		l, err := buildInboundListener(n, host, port, rbac.HTTP)

@@ -1,11 +1,16 @@
 package grpcgen
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/model"
 )
@@ -119,4 +124,68 @@ func setHeaderMatch(h *routev3.HeaderMatcher, str *matcherv3.StringMatcher, styl
 	default:
 		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: str}
 	}
+}
+
+// legacyRBAC returns the RBAC HTTP filters of an xDS-enabled gRPC server
+// rewritten for style: for legacyHeaders, every HeaderMatcher in their
+// policies (principals and permissions, at any depth) uses the older
+// fields (setHeaderMatch), since C-core before 1.56 NACKs the listener
+// otherwise; for other styles the filters are returned as they are.
+func legacyRBAC(filters []*hcmv3.HttpFilter, style headerMatchStyle) ([]*hcmv3.HttpFilter, error) {
+	if style != legacyHeaders {
+		return filters, nil
+	}
+	out := make([]*hcmv3.HttpFilter, 0, len(filters))
+	for _, f := range filters {
+		cfg := &rbachttpv3.RBAC{}
+		if f.GetTypedConfig().UnmarshalTo(cfg) != nil {
+			out = append(out, f) // not an RBAC filter
+			continue
+		}
+		legacyHeaderMatchers(cfg.ProtoReflect())
+		a, err := anypb.New(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("rbac filter %s: %w", f.GetName(), err)
+		}
+		out = append(out, &hcmv3.HttpFilter{Name: f.GetName(), ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}})
+	}
+	return out, nil
+}
+
+// legacyHeaderMatchers rewrites, in place, every HeaderMatcher under m
+// whose value match is a string_match into the older fields.
+func legacyHeaderMatchers(m protoreflect.Message) {
+	eachHeaderMatcher(m, func(h *routev3.HeaderMatcher) {
+		if sm := h.GetStringMatch(); sm != nil {
+			setHeaderMatch(h, sm, legacyHeaders)
+		}
+	})
+}
+
+// eachHeaderMatcher calls fn with every HeaderMatcher under m, at any depth
+// (lists and maps included; Anys are not opened).
+func eachHeaderMatcher(m protoreflect.Message, fn func(*routev3.HeaderMatcher)) {
+	if h, ok := m.Interface().(*routev3.HeaderMatcher); ok {
+		fn(h)
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Message() == nil:
+		case fd.IsList():
+			for i := 0; i < v.List().Len(); i++ {
+				eachHeaderMatcher(v.List().Get(i).Message(), fn)
+			}
+		case fd.IsMap():
+			if fd.MapValue().Message() != nil {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					eachHeaderMatcher(mv.Message(), fn)
+					return true
+				})
+			}
+		default:
+			eachHeaderMatcher(v.Message(), fn)
+		}
+		return true
+	})
 }

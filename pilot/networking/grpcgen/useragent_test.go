@@ -6,7 +6,12 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+	security "istio.io/api/security/v1beta1"
 )
 
 // The user agents below are what the real clients send (logged by the
@@ -111,5 +116,51 @@ func TestRoutesForCCore(t *testing.T) {
 		if tc.legacy && h[0].GetExactMatch() != "true" || !tc.legacy && h[0].GetStringMatch().GetExact() != "true" {
 			t.Errorf("%s %s: x-canary matcher %v, legacy fields %v", tc.name, tc.version, h[0], tc.legacy)
 		}
+	}
+}
+
+// TestLegacyRBACHeaders: the RBAC filters of an xDS-enabled gRPC server
+// match headers in the older fields for C-core before 1.56 (which NACKs
+// string_match there as in routes), and in string_match for grpc-go.
+func TestLegacyRBACHeaders(t *testing.T) {
+	in := networkingtest.Standard()
+	in.Configs = append(in.Configs, model.Config{
+		Meta: model.Meta{Kind: model.KindAuthorizationPolicy, Name: "by-header", Namespace: "default"},
+		Spec: &security.AuthorizationPolicy{Rules: []*security.Rule{{
+			When: []*security.Condition{{Key: "request.headers[x-user]", Values: []string{"alice", "bob*"}}},
+		}}},
+	})
+	push := in.PushContext()
+	name := InboundListenerPrefix + "0.0.0.0:8080"
+	matchers := func(agent, version string) (legacy, stringMatch int) {
+		proxy := networkingtest.Proxy("10.9.0.1", "server", "default", nil)
+		proxy.Metadata.Generator = model.GeneratorGRPC
+		proxy.UserAgentName, proxy.UserAgentVersion = agent, version
+		l := generate[*listenerv3.Listener](t, model.ListenerType, proxy, push, name)[name]
+		hcm := &hcmv3.HttpConnectionManager{}
+		if err := l.GetDefaultFilterChain().GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range hcm.GetHttpFilters() {
+			cfg := &rbachttpv3.RBAC{}
+			if f.GetTypedConfig().UnmarshalTo(cfg) != nil {
+				continue
+			}
+			eachHeaderMatcher(cfg.ProtoReflect(), func(h *routev3.HeaderMatcher) {
+				switch {
+				case h.GetStringMatch() != nil:
+					stringMatch++
+				case h.GetExactMatch() != "" || h.GetPrefixMatch() != "":
+					legacy++
+				}
+			})
+		}
+		return legacy, stringMatch
+	}
+	if legacy, sm := matchers("gRPC C-core linux Python", "C-core 29.0.0 Python 1.51.1"); legacy != 2 || sm != 0 {
+		t.Errorf("C-core 1.51: %d legacy, %d string_match header matchers; want 2 and 0", legacy, sm)
+	}
+	if legacy, sm := matchers("grpc-go", "1.78.0"); legacy != 0 || sm != 2 {
+		t.Errorf("grpc-go: %d legacy, %d string_match header matchers; want 0 and 2", legacy, sm)
 	}
 }
