@@ -110,8 +110,9 @@ func bootstrapNode(t *testing.T, path string) *corev3.Node {
 }
 
 // envoyClient connects to the agent's xDS socket as Envoy would (Delta ADS,
-// the bootstrap's node) and runs until the test ends.
-func envoyClient(t *testing.T, dir string) (*adsc.Client, <-chan error) {
+// the bootstrap's node; types, when given, instead of adsc's default) and
+// runs until the test ends.
+func envoyClient(t *testing.T, dir string, types ...string) (*adsc.Client, <-chan error) {
 	t.Helper()
 	waitFor(t, 30*time.Second, "the agent's bootstrap and xDS socket", func() bool {
 		_, e1 := os.Stat(filepath.Join(dir, envoyBoot))
@@ -124,7 +125,7 @@ func envoyClient(t *testing.T, dir string) (*adsc.Client, <-chan error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	c := adsc.New(adsc.Config{Node: node, Delta: true})
+	c := adsc.New(adsc.Config{Node: node, Delta: true, Types: types})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, conn) }()
