@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +17,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshpilot/meshpilot/internal/testutil"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/test/e2e/xdstest"
 )
 
@@ -102,5 +107,48 @@ func TestGRPCXDSServerAuthorization(t *testing.T) {
 			t.Fatal(ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// TestCCoreXDSServerAuthorization: the same policies on an xDS-enabled gRPC
+// server of gRPC C-core (Debian's python3-grpcio 1.51, which NACKs
+// string_match header matchers): its listener's RBAC arrives in the older
+// fields, C-core accepts it (no LDS NACK) and enforces it.
+func TestCCoreXDSServerAuthorization(t *testing.T) {
+	python := os.Getenv(envPython)
+	if python == "" {
+		t.Fatalf("%s is not set: run the tests through `hack/testenv.sh exec` after `make testenv` (it installs python3-grpcio)", envPython)
+	}
+	dir := t.TempDir()
+	xdstest.WriteFileAtomic(t, filepath.Join(dir, "authz.yaml"), authzPolicies(false))
+	srv := startServer(t, dir)
+	bootstrapFile := filepath.Join(t.TempDir(), "bootstrap.json")
+	if err := os.WriteFile(bootstrapFile, xdstest.Bootstrap(t, srv.GRPCListenAddr(), "secure-py", "secure"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := testutil.FreePort(t)
+	cmd := exec.Command(python, "proxyless/server.py", strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "GRPC_XDS_BOOTSTRAP="+bootstrapFile)
+	var out testutil.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("server.py output:\n%s", out.String())
+		}
+	})
+	ctx := t.Context()
+	if err := callAs(ctx, t, port, "alice"); err != nil {
+		t.Fatalf("alice, allowed by allow-unary: %v", err)
+	}
+	if err := callAs(ctx, t, port, "mallory"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("mallory, denied by deny-mallory (a header match): got %v, want PermissionDenied", err)
+	}
+	if v := bootstraptest.MetricValue(t, srv, "pilot_xds_lds_reject"); v != 0 {
+		t.Errorf("%v LDS NACKs", v)
 	}
 }
