@@ -47,16 +47,52 @@ func New() (Generator, error) {
 	return Generator{desc: d}, nil
 }
 
-// Generate returns the proxy's name table as one resource.
+// ndsDeps are what a cached name table depends on: the services (their
+// addresses, and for headless ones the ready addresses and pod names, whose
+// changes registries report as service changes) and the mesh.
+var ndsDeps = []model.ConfigKey{model.DependsOnAll(model.KindService)}
+
+// Generate returns the proxy's name table as one resource. Tables are
+// cached in the push's XDSCache under what they are built from (cacheScope),
+// so the sidecars of a namespace under one Sidecar share one.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	if g.desc.NameTable == nil {
 		return nil, fmt.Errorf("nds generator: not built with New")
 	}
+	cache := push.XDSCache()
+	key := model.XDSCacheKey{Type: model.NameTableType, Name: "nds", Scope: cacheScope(proxy, push)}
+	if res, ok := cache.Get(key); ok {
+		return res, nil
+	}
+	tok := cache.Token(push)
 	a, err := g.desc.MarshalAny(Build(proxy, push))
 	if err != nil {
 		return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
 	}
-	return model.Resources{&discovery.Resource{Resource: a}}, nil
+	res := model.Resources{&discovery.Resource{Resource: a}}
+	cache.Add(key, ndsDeps, tok, res)
+	return res, nil
+}
+
+// cacheScope is what, besides the snapshot, a proxy's name table is built
+// from: the services its namespace and Sidecar see, and, for
+// auto-allocated VIPs, whether it asked for them and its IP families.
+func cacheScope(proxy *model.Proxy, push *model.PushContext) string {
+	s := proxy.ConfigNamespace() + push.SidecarScope(proxy).CacheScope()
+	if !proxy.Metadata.DNSCapture || !proxy.Metadata.DNSAutoAllocate {
+		return s
+	}
+	v4, v6 := false, false
+	for _, ip := range proxy.IPAddresses {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			if a.Unmap().Is4() {
+				v4 = true
+			} else {
+				v6 = true
+			}
+		}
+	}
+	return s + fmt.Sprintf("\x00vip4=%t,vip6=%t", v4 || !v6, v6)
 }
 
 // Build returns the name table of proxy (see Generator).

@@ -120,3 +120,66 @@ func TestGenerateDecodes(t *testing.T) {
 		t.Error("zero Generator: want an error")
 	}
 }
+
+// TestCache: sidecars of a namespace share one cached table; asking for
+// auto-allocated VIPs, another namespace or another IP family keys its own;
+// a service change drops the tables, and a cached table always equals an
+// uncached build.
+func TestCache(t *testing.T) {
+	in := networkingtest.Standard()
+	var hits, misses int
+	in.Cache = model.NewXDSCache(model.XDSCacheOptions{OnRead: func(hit bool) {
+		if hit {
+			hits++
+		} else {
+			misses++
+		}
+	}})
+	env := in.Environment()
+	push := model.NewPushContext(env, nil, nil)
+	uncachedIn := in
+	uncachedIn.Cache = nil
+	uncached := uncachedIn.PushContext()
+	g, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := nds.NewDescriptors()
+	table := func(p *model.Proxy, push *model.PushContext) nds.NameTable {
+		t.Helper()
+		res, err := g.Generate(p, push, &model.WatchedResource{TypeURL: model.NameTableType}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.UnmarshalAny(res[0].GetResource())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	vips := func(p *model.Proxy) *model.Proxy {
+		p.Metadata.DNSCapture, p.Metadata.DNSAutoAllocate = true, true
+		return p
+	}
+	proxies := []*model.Proxy{
+		networkingtest.Proxy("10.1.0.1", "a", "default", nil),
+		networkingtest.Proxy("10.1.0.2", "b", "default", nil),       // shares a's
+		vips(networkingtest.Proxy("10.1.0.3", "c", "default", nil)), // its own
+		vips(networkingtest.Proxy("10.1.0.4", "d", "default", nil)), // shares c's
+		vips(networkingtest.Proxy("fd00::5", "e", "default", nil)),  // IPv6: its own
+		networkingtest.Proxy("10.1.0.6", "f", "db", nil),            // another namespace
+	}
+	for _, p := range proxies {
+		if diff := cmp.Diff(table(p, uncached), table(p, push)); diff != "" {
+			t.Errorf("%s: cached table differs from uncached (-uncached +cached):\n%s", p.ID, diff)
+		}
+	}
+	if hits != 2 || misses != 4 {
+		t.Errorf("%d hits, %d misses; want 2 (b, d) and 4", hits, misses)
+	}
+	n := in.Cache.Len()
+	in.Cache.Invalidate(model.NewPushRequest(true, model.ReasonServiceUpdate, model.ConfigKey{Kind: model.KindService, Name: networkingtest.ReviewsHost, Namespace: "default"}))
+	if in.Cache.Len() != n-4 {
+		t.Errorf("a service change left %d of %d cached tables", in.Cache.Len(), n)
+	}
+}

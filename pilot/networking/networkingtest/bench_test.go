@@ -10,6 +10,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
 	"github.com/meshpilot/meshpilot/pilot/networking/endpoint"
 	"github.com/meshpilot/meshpilot/pilot/networking/listener"
+	"github.com/meshpilot/meshpilot/pilot/networking/nametable"
 	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
 	"github.com/meshpilot/meshpilot/pilot/networking/route"
 )
@@ -55,6 +56,15 @@ func BenchmarkEDS(b *testing.B) {
 		}
 		return watch(model.EndpointType, names)
 	})
+}
+
+// BenchmarkNDS is the DNS name table (cached per namespace and Sidecar).
+func BenchmarkNDS(b *testing.B) {
+	g, err := nametable.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchGenerator(b, g, wildcard(model.NameTableType))
 }
 
 func BenchmarkRDS(b *testing.B) {
