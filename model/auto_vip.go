@@ -138,8 +138,22 @@ func (pc *PushContext) AutoVIPsFor(proxy *Proxy, svc *Service) []string {
 	if !ok {
 		return nil
 	}
-	v4, v6 := false, false
-	for _, ip := range proxy.IPAddresses {
+	v4, v6 := proxy.VIPFamilies()
+	var out []string
+	if v4 {
+		out = append(out, vip.IPv4)
+	}
+	if v6 {
+		out = append(out, vip.IPv6)
+	}
+	return out
+}
+
+// VIPFamilies returns which auto-allocated VIP families the proxy gets:
+// IPv4 if it has an IPv4 address (or no address), IPv6 if it has an IPv6
+// address.
+func (p *Proxy) VIPFamilies() (v4, v6 bool) {
+	for _, ip := range p.IPAddresses {
 		if a, err := netip.ParseAddr(ip); err == nil {
 			if a.Unmap().Is4() {
 				v4 = true
@@ -148,12 +162,5 @@ func (pc *PushContext) AutoVIPsFor(proxy *Proxy, svc *Service) []string {
 			}
 		}
 	}
-	var out []string
-	if v4 || !v6 {
-		out = append(out, vip.IPv4)
-	}
-	if v6 {
-		out = append(out, vip.IPv6)
-	}
-	return out
+	return v4 || !v6, v6
 }

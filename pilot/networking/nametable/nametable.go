@@ -82,17 +82,8 @@ func cacheScope(proxy *model.Proxy, push *model.PushContext) string {
 	if !proxy.Metadata.DNSCapture || !proxy.Metadata.DNSAutoAllocate {
 		return s
 	}
-	v4, v6 := false, false
-	for _, ip := range proxy.IPAddresses {
-		if a, err := netip.ParseAddr(ip); err == nil {
-			if a.Unmap().Is4() {
-				v4 = true
-			} else {
-				v6 = true
-			}
-		}
-	}
-	return s + fmt.Sprintf("\x00vip4=%t,vip6=%t", v4 || !v6, v6)
+	v4, v6 := proxy.VIPFamilies()
+	return s + fmt.Sprintf("\x00vip4=%t,vip6=%t", v4, v6)
 }
 
 // Build returns the name table of proxy (see Generator).
