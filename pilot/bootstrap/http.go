@@ -3,6 +3,9 @@ package bootstrap
 import (
 	"net/http"
 	"net/http/pprof"
+
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
+	"github.com/meshpilot/meshpilot/pilot/preview"
 )
 
 // httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
@@ -36,6 +39,7 @@ func (s *Server) httpMux() *http.ServeMux {
 // it to 127.0.0.1).
 func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
 	s.discovery.RegisterDebug(mux)
+	preview.New(preview.Options{Server: s.discovery, Env: s.env, Validator: validation.New(validation.Options{}), Log: s.log.With("component", "preview")}).Register(mux)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
