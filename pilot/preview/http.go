@@ -13,7 +13,8 @@ import (
 // parameter names one object to delete ("VirtualService/default/reviews").
 // The answer is a Result as JSON: 200 when computed, 422 when an object is
 // invalid (Result.Errors), 400 for a malformed request, 413 for a body
-// over the limit, 429 while another preview runs.
+// over the limit, 429 while another preview runs, 503 before the
+// server is ready.
 func (p *Previewer) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /debug/preview", p.serveHTTP)
 }
@@ -37,6 +38,9 @@ func (p *Previewer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.As(err, &reqErr):
 		http.Error(w, "preview: "+err.Error(), http.StatusBadRequest)
+		return
+	case errors.Is(err, ErrNotReady):
+		http.Error(w, "preview: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	case err != nil:
 		// Cancelled: the client went away.

@@ -34,9 +34,11 @@ const (
 	DefaultMaxChanges = 100
 )
 
-// Server is what a preview needs of the ADS server: the connected proxies
-// and a generation that sends and caches nothing (xds.DiscoveryServer).
+// Server is what a preview needs of the ADS server: the snapshot in force,
+// the connected proxies and a generation that sends and caches nothing
+// (xds.DiscoveryServer).
 type Server interface {
+	PushContext() *model.PushContext
 	ConnectedProxies() []xds.ProxyView
 	Generate(v xds.ProxyView, push *model.PushContext, typeURL string, w *model.WatchedResource) (model.Resources, error)
 }
@@ -69,6 +71,9 @@ type Previewer struct {
 
 // ErrBusy is returned while another preview is being computed.
 var ErrBusy = errors.New("another preview is being computed; retry")
+
+// ErrNotReady is returned before the server has its first snapshot.
+var ErrNotReady = errors.New("not ready: initial config not loaded")
 
 // RequestError is a request that cannot be previewed at all (too large,
 // a malformed delete); validation errors of objects are in Result instead.
@@ -166,13 +171,20 @@ func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
 	for k := range ov.deleted {
 		updated[k] = struct{}{}
 	}
+	live := p.opts.Server.PushContext()
+	if live == nil {
+		return nil, ErrNotReady
+	}
 	// Both snapshots from cache-less copies of the environment: neither
-	// reads nor fills the server's cache. The after snapshot reuses the
-	// before one's indexes of the kinds the change does not touch, as a
-	// push would, so the two differ only by the change.
-	before := model.NewPushContext(p.opts.Env.WithConfigStore(base), nil, nil)
-	after := model.NewPushContext(p.opts.Env.WithConfigStore(ov), before,
-		&model.PushRequest{Full: true, ConfigsUpdated: updated, Reason: map[model.TriggerReason]int{model.ReasonDebugTrigger: 1}})
+	// reads nor fills the server's cache. Each reuses its predecessor's
+	// indexes of the kinds the change does not touch, as a push would:
+	// before is the served snapshot with the touched kinds read again from
+	// the store, after is before with the change, so the two differ only
+	// by the change, and compiled EnvoyFilters (whose first use reports
+	// pilot_envoy_filter_status) are the served snapshot's.
+	pr := &model.PushRequest{Full: true, ConfigsUpdated: updated, Reason: map[model.TriggerReason]int{model.ReasonDebugTrigger: 1}}
+	before := model.NewPushContext(p.opts.Env.WithConfigStore(base), live, pr)
+	after := model.NewPushContext(p.opts.Env.WithConfigStore(ov), before, pr)
 
 	proxies := p.opts.Server.ConnectedProxies()
 	diffs, err := p.compare(ctx, proxies, before, after)
@@ -213,8 +225,8 @@ func (p *Previewer) overlay(base model.ConfigStore, req Request) (*overlay, []Ob
 		case seen[k]:
 			errs = append(errs, fmt.Sprintf("%s: %s: given twice in the change", c.Source, what))
 			continue
-		case k.Kind == model.KindServiceEntry || k.Kind == model.KindWorkloadEntry:
-			errs = append(errs, fmt.Sprintf("%s: %s: kind: %s cannot be previewed yet (services and workloads come from the registries, not the config store)", c.Source, what, k.Kind))
+		case unsupported(k.Kind) != "":
+			errs = append(errs, fmt.Sprintf("%s: %s: kind: %s cannot be previewed yet: %s", c.Source, what, k.Kind, unsupported(k.Kind)))
 			continue
 		}
 		seen[k] = true
@@ -237,8 +249,8 @@ func (p *Previewer) overlay(base model.ConfigStore, req Request) (*overlay, []Ob
 		case seen[k]:
 			errs = append(errs, fmt.Sprintf("delete[%d]: %s: also given to create or replace", i, what))
 			continue
-		case k.Kind == model.KindServiceEntry || k.Kind == model.KindWorkloadEntry:
-			errs = append(errs, fmt.Sprintf("delete[%d]: %s: kind: %s cannot be previewed yet", i, what, k.Kind))
+		case unsupported(k.Kind) != "":
+			errs = append(errs, fmt.Sprintf("delete[%d]: %s: kind: %s cannot be previewed yet: %s", i, what, k.Kind, unsupported(k.Kind)))
 			continue
 		}
 		if _, ok := find(base, k); !ok {
@@ -253,6 +265,17 @@ func (p *Previewer) overlay(base model.ConfigStore, req Request) (*overlay, []Ob
 		errs = append(errs, "the change holds no object: give Istio objects as YAML, or delete=Kind/namespace/name")
 	}
 	return ov, objects, errs, nil
+}
+
+// unsupported says why changes of kind cannot be previewed, "" when they can.
+func unsupported(kind model.Kind) string {
+	switch kind {
+	case model.KindServiceEntry, model.KindWorkloadEntry:
+		return "services and workloads come from the registries, not the config store"
+	case model.KindEnvoyFilter:
+		return "compiling EnvoyFilter patches reports pilot_envoy_filter_status, which a preview must not move"
+	}
+	return ""
 }
 
 // parseKey reads "Kind/namespace/name".

@@ -409,6 +409,8 @@ func TestPreviewInvalidObjectIsItsValidationError(t *testing.T) {
 		{"kube kind", "", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", http.StatusUnprocessableEntity, "not an Istio config kind"},
 		{"ServiceEntry", "", "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: x}\nspec: {hosts: [x.example.com], ports: [{number: 80, name: http, protocol: HTTP}], resolution: DNS}\n",
 			http.StatusUnprocessableEntity, "ServiceEntry default/x: kind: ServiceEntry cannot be previewed"},
+		{"EnvoyFilter", "", "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {name: ef}\nspec: {}\n",
+			http.StatusUnprocessableEntity, "EnvoyFilter default/ef: kind: EnvoyFilter cannot be previewed"},
 		{"delete of a missing object", "?delete=VirtualService/default/nope", "", http.StatusUnprocessableEntity, "VirtualService default/nope: no such object"},
 		{"malformed delete", "?delete=reviews", "", http.StatusBadRequest, "want Kind/namespace/name"},
 		{"empty", "", "", http.StatusUnprocessableEntity, "holds no object"},
