@@ -23,6 +23,9 @@ type TypeDiff struct {
 	Changed []ResourceDiff `json:"changed,omitempty"`
 	// Error is set when generation fails after the change, or failed before it.
 	Error string `json:"error,omitempty"`
+	// Invalid lists the added or changed resources that would fail
+	// go-control-plane's ValidateAll (a proxy would NACK them), "NAME: why".
+	Invalid []string `json:"invalid,omitempty"`
 }
 
 func (t *TypeDiff) changed() bool {
@@ -54,11 +57,14 @@ func diffResources(t *TypeDiff, old, cur model.Resources, limit int) {
 	}
 	for name, a := range after {
 		b, ok := before[name]
-		if !ok {
-			t.Added = append(t.Added, name)
+		if ok && b.GetTypeUrl() == a.GetTypeUrl() && bytes.Equal(b.GetValue(), a.GetValue()) {
 			continue
 		}
-		if b.GetTypeUrl() == a.GetTypeUrl() && bytes.Equal(b.GetValue(), a.GetValue()) {
+		if err := checkResource(a); err != nil {
+			t.Invalid = append(t.Invalid, name+": "+err.Error())
+		}
+		if !ok {
+			t.Added = append(t.Added, name)
 			continue
 		}
 		changes, truncated := protodiff.Diff(redact.Copy(b), redact.Copy(a), limit)
@@ -77,6 +83,7 @@ func diffResources(t *TypeDiff, old, cur model.Resources, limit int) {
 			t.Removed = append(t.Removed, name)
 		}
 	}
+	sort.Strings(t.Invalid)
 	sort.Strings(t.Added)
 	sort.Strings(t.Removed)
 	sort.Slice(t.Changed, func(i, j int) bool { return t.Changed[i].Name < t.Changed[j].Name })

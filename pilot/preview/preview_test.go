@@ -326,7 +326,7 @@ func TestPreviewWeightChangeUnderSidecarScope(t *testing.T) {
 			continue
 		}
 		if len(p.Types) != 1 || p.Types[0].Type != "RDS" || len(p.Types[0].Changed) != 1 || p.Types[0].Changed[0].Name != "9080" ||
-			len(p.Types[0].Added)+len(p.Types[0].Removed) != 0 {
+			len(p.Types[0].Added)+len(p.Types[0].Removed)+len(p.Types[0].Invalid) != 0 || p.Types[0].Error != "" {
 			t.Errorf("%s: want only RDS 9080 changed, got %+v", pod, p.Types)
 			continue
 		}

@@ -30,6 +30,9 @@ func Render(w io.Writer, res *Result) error {
 			if t.Error != "" {
 				fmt.Fprintf(&b, "    ! %s\n", t.Error)
 			}
+			for _, e := range t.Invalid {
+				fmt.Fprintf(&b, "    ! invalid (a proxy would NACK it): %s\n", e)
+			}
 			for _, n := range t.Added {
 				fmt.Fprintf(&b, "    + %s\n", n)
 			}
