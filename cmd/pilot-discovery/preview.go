@@ -24,6 +24,7 @@ type previewOptions struct {
 	server  string
 	output  string
 	deletes []string
+	proxies []string
 	timeout time.Duration
 }
 
@@ -48,6 +49,7 @@ func newPreviewCommand(stdin io.Reader) *cobra.Command {
 	f.StringVar(&o.server, "server", "http://localhost:8080", "the control plane's debug address")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringArrayVar(&o.deletes, "delete", nil, "an object to delete, Kind/namespace/name (repeatable)")
+	f.StringArrayVar(&o.proxies, "proxy", nil, "limit the preview to this proxy, by connection or node ID (repeatable)")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for the preview")
 	return cmd
 }
@@ -83,6 +85,9 @@ func runPreview(ctx context.Context, o previewOptions, stdin io.Reader, out io.W
 	q := u.Query()
 	for _, d := range o.deletes {
 		q.Add("delete", d)
+	}
+	for _, p := range o.proxies {
+		q.Add("proxy", p)
 	}
 	u.RawQuery = q.Encode()
 	if ctx == nil {

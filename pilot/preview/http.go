@@ -10,7 +10,9 @@ import (
 
 // Register adds POST /debug/preview to mux. The body is the YAML of the
 // objects to create or replace (at most MaxBody bytes); each delete query
-// parameter names one object to delete ("VirtualService/default/reviews").
+// parameter names one object to delete ("VirtualService/default/reviews");
+// proxy parameters, when given, limit the preview to those proxies
+// (connection or node IDs).
 // The answer is a Result as JSON: 200 when computed, 422 when an object is
 // invalid (Result.Errors), 400 for a malformed request, 413 for a body
 // over the limit, 429 while another preview runs, 503 before the
@@ -30,7 +32,8 @@ func (p *Previewer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "preview: reading the body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	res, err := p.Preview(r.Context(), Request{YAML: body, Delete: r.URL.Query()["delete"]})
+	q := r.URL.Query()
+	res, err := p.Preview(r.Context(), Request{YAML: body, Delete: q["delete"], Proxies: q["proxy"]})
 	var reqErr *RequestError
 	switch {
 	case errors.Is(err, ErrBusy):

@@ -108,6 +108,9 @@ type Request struct {
 	YAML []byte
 	// Delete names objects to delete, each "Kind/namespace/name".
 	Delete []string
+	// Proxies, when set, limits the preview to these connected proxies
+	// (connection IDs or node IDs).
+	Proxies []string
 }
 
 // Result is a preview.
@@ -186,7 +189,7 @@ func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
 	before := model.NewPushContext(p.opts.Env.WithConfigStore(base), live, pr)
 	after := model.NewPushContext(p.opts.Env.WithConfigStore(ov), before, pr)
 
-	proxies := p.opts.Server.ConnectedProxies()
+	proxies := selectProxies(p.opts.Server.ConnectedProxies(), req.Proxies)
 	diffs, err := p.compare(ctx, proxies, before, after)
 	if err != nil {
 		return nil, err
@@ -265,6 +268,24 @@ func (p *Previewer) overlay(base model.ConfigStore, req Request) (*overlay, []Ob
 		errs = append(errs, "the change holds no object: give Istio objects as YAML, or delete=Kind/namespace/name")
 	}
 	return ov, objects, errs, nil
+}
+
+// selectProxies keeps the proxies named in ids (all when ids is empty).
+func selectProxies(all []xds.ProxyView, ids []string) []xds.ProxyView {
+	if len(ids) == 0 {
+		return all
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	out := all[:0:0]
+	for _, v := range all {
+		if want[v.ConnectionID] || want[v.Proxy.ID] {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // unsupported says why changes of kind cannot be previewed, "" when they can.

@@ -444,6 +444,11 @@ func TestPreviewDeleteAndNoChange(t *testing.T) {
 			t.Errorf("%s: %+v", p.NodeID, p.Types)
 		}
 	}
+	// Limited to one proxy: only it is compared.
+	code, res, raw = postPreview(t, srv, "?delete=VirtualService/default/reviews&proxy="+res.Proxies[0].NodeID, "")
+	if code != http.StatusOK || res.ProxiesChecked != 1 || len(res.Proxies) != 1 {
+		t.Fatalf("delete, one proxy: %d %s", code, raw)
+	}
 	same, err := os.ReadFile(fixtures.Path(t, "bookinfo-networking/virtual-service-reviews-80-20.yaml"))
 	if err != nil {
 		t.Fatal(err)
