@@ -3,6 +3,7 @@ package preview_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -56,7 +57,7 @@ spec:
 // namespace hidden, and connects three sidecars: productpage (default),
 // one in namespace other (no Sidecar) and one in hidden. It returns once
 // each holds a complete config.
-func bookinfo(t *testing.T) (*bootstrap.Server, map[string]*adsc.Client) {
+func bookinfo(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc.Client) {
 	t.Helper()
 	dir := t.TempDir()
 	copyFixture := func(rel string) {
@@ -83,6 +84,10 @@ func bookinfo(t *testing.T) (*bootstrap.Server, map[string]*adsc.Client) {
 		"other":       bootstraptest.RunClient(t, srv, adsc.Config{Node: bootstraptest.SidecarNode(t, "client-1", "other", "10.244.0.12", map[string]string{"app": "client"})}),
 		"hidden":      bootstraptest.RunClient(t, srv, adsc.Config{Node: bootstraptest.SidecarNode(t, "client-2", "hidden", "10.244.0.13", map[string]string{"app": "client"})}),
 	}
+	for i := range extra {
+		pod := fmt.Sprintf("productpage-v1-%d", i+100)
+		clients[pod] = bootstraptest.RunClient(t, srv, adsc.Config{Node: bootstraptest.SidecarNode(t, pod, "default", fmt.Sprintf("10.244.1.%d", i+1), map[string]string{"app": "productpage", "version": "v1"})})
+	}
 	for name, c := range clients {
 		bootstraptest.WaitClient(t, c, name+" complete", (*adsc.Client).Complete)
 	}
@@ -95,7 +100,7 @@ func bookinfo(t *testing.T) (*bootstrap.Server, map[string]*adsc.Client) {
 	return srv, clients
 }
 
-func postPreview(t *testing.T, srv *bootstrap.Server, query, body string) (int, preview.Result, string) {
+func postPreview(t testing.TB, srv *bootstrap.Server, query, body string) (int, preview.Result, string) {
 	t.Helper()
 	resp, err := http.Post("http://"+srv.DebugListenAddr()+"/debug/preview"+query, "application/yaml", strings.NewReader(body))
 	if err != nil {
@@ -295,7 +300,7 @@ func equalStats(a, b adsc.Stats) bool {
 // the proxies hold, PushSeq, the cache's entries, the push, trigger and
 // cache metrics and every config dump; no proxy got a response.
 func TestPreviewWeightChangeUnderSidecarScope(t *testing.T) {
-	srv, clients := bootinfoReady(t)
+	srv, clients := bootinfoReady(t, 0)
 	dumpBefore := dumps(t, srv)
 	before := counted(t, srv, clients)
 
@@ -348,9 +353,9 @@ func TestPreviewWeightChangeUnderSidecarScope(t *testing.T) {
 
 // bootinfoReady is bookinfo, then waits until every proxy has ACKed its
 // last response, so nothing is in flight when the state is snapshotted.
-func bootinfoReady(t *testing.T) (*bootstrap.Server, map[string]*adsc.Client) {
+func bootinfoReady(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc.Client) {
 	t.Helper()
-	srv, clients := bookinfo(t)
+	srv, clients := bookinfo(t, extra)
 	deadline := time.Now().Add(30 * time.Second)
 	for !synced(srv, len(clients)) {
 		if time.Now().After(deadline) {
@@ -386,7 +391,7 @@ func synced(srv *bootstrap.Server, n int) bool {
 // nothing computed; limits and malformed requests are refused before any
 // work, and the server state does not move.
 func TestPreviewInvalidObjectIsItsValidationError(t *testing.T) {
-	srv, clients := bootinfoReady(t)
+	srv, clients := bootinfoReady(t, 0)
 	before := counted(t, srv, clients)
 
 	bad := strings.Replace(reviews5050, "weight: 50\n", "weight: 150\n", 1)
@@ -434,7 +439,7 @@ func TestPreviewInvalidObjectIsItsValidationError(t *testing.T) {
 // see it; re-applying the served 80/20 object says explicitly that no
 // proxy would receive a change.
 func TestPreviewDeleteAndNoChange(t *testing.T) {
-	srv, _ := bootinfoReady(t)
+	srv, _ := bootinfoReady(t, 0)
 	code, res, raw := postPreview(t, srv, "?delete=VirtualService/default/reviews", "")
 	if code != http.StatusOK || len(res.Proxies) != 2 || res.Objects[0].Action != "delete" {
 		t.Fatalf("delete: %d %s", code, raw)
