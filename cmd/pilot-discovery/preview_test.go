@@ -79,6 +79,7 @@ func TestPreviewCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = run("preview", "-f", bad, "--server", server)
+	t.Logf("invalid output:\n%s", out)
 	if !errors.Is(err, errInvalidChange) || !strings.Contains(out, "VirtualService default/reviews") || !strings.Contains(out, "spec.http[0].route[0].weight") {
 		t.Fatalf("invalid change: %v\n%s", err, out)
 	}
