@@ -33,7 +33,8 @@ func (s *Server) httpMux() *http.ServeMux {
 }
 
 // debugMux adds the debug endpoints to mux: the ADS server's (syncz,
-// configz, registryz, config_dump; secrets redacted) and Go's profiles,
+// configz, registryz, config_dump; secrets redacted), POST /debug/preview
+// (what a change would send each proxy, docs/preview.md) and Go's profiles,
 // where istiod serves them too (go tool pprof http://HOST:PORT/debug/pprof/profile).
 // They reveal the mesh's configuration, hence --debugAddr (the chart binds
 // it to 127.0.0.1).

@@ -9,7 +9,7 @@ import (
 // Bookinfo with 3+50 connected sidecars (each generated before and after,
 // CDS EDS LDS RDS, no cache), through the HTTP endpoint.
 func BenchmarkPreview(b *testing.B) {
-	srv, clients := bootinfoReady(b, 50)
+	srv, clients, _ := bootinfoReady(b, 50)
 	b.ReportAllocs()
 	for b.Loop() {
 		code, res, raw := postPreview(b, srv, "", reviews5050)

@@ -57,7 +57,7 @@ spec:
 // namespace hidden, and connects three sidecars: productpage (default),
 // one in namespace other (no Sidecar) and one in hidden. It returns once
 // each holds a complete config.
-func bookinfo(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc.Client) {
+func bookinfo(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc.Client, string) {
 	t.Helper()
 	dir := t.TempDir()
 	copyFixture := func(rel string) {
@@ -97,7 +97,7 @@ func bookinfo(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc.Clie
 	if _, ok := clients["hidden"].Resources(model.RouteType)["9080"]; ok {
 		t.Fatal("the proxy in namespace hidden has route config 9080: the Sidecar does not hide reviews")
 	}
-	return srv, clients
+	return srv, clients, dir
 }
 
 func postPreview(t testing.TB, srv *bootstrap.Server, query, body string) (int, preview.Result, string) {
@@ -300,7 +300,7 @@ func equalStats(a, b adsc.Stats) bool {
 // the proxies hold, PushSeq, the cache's entries, the push, trigger and
 // cache metrics and every config dump; no proxy got a response.
 func TestPreviewWeightChangeUnderSidecarScope(t *testing.T) {
-	srv, clients := bootinfoReady(t, 0)
+	srv, clients, _ := bootinfoReady(t, 0)
 	dumpBefore := dumps(t, srv)
 	before := counted(t, srv, clients)
 
@@ -353,9 +353,9 @@ func TestPreviewWeightChangeUnderSidecarScope(t *testing.T) {
 
 // bootinfoReady is bookinfo, then waits until every proxy has ACKed its
 // last response, so nothing is in flight when the state is snapshotted.
-func bootinfoReady(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc.Client) {
+func bootinfoReady(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc.Client, string) {
 	t.Helper()
-	srv, clients := bookinfo(t, extra)
+	srv, clients, dir := bookinfo(t, extra)
 	deadline := time.Now().Add(30 * time.Second)
 	for !synced(srv, len(clients)) {
 		if time.Now().After(deadline) {
@@ -363,7 +363,7 @@ func bootinfoReady(t testing.TB, extra int) (*bootstrap.Server, map[string]*adsc
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition, as xds tests' eventually
 	}
-	return srv, clients
+	return srv, clients, dir
 }
 
 // synced: n proxies connected, none with a push pending or a response
@@ -391,7 +391,7 @@ func synced(srv *bootstrap.Server, n int) bool {
 // nothing computed; limits and malformed requests are refused before any
 // work, and the server state does not move.
 func TestPreviewInvalidObjectIsItsValidationError(t *testing.T) {
-	srv, clients := bootinfoReady(t, 0)
+	srv, clients, _ := bootinfoReady(t, 0)
 	before := counted(t, srv, clients)
 
 	bad := strings.Replace(reviews5050, "weight: 50\n", "weight: 150\n", 1)
@@ -439,7 +439,7 @@ func TestPreviewInvalidObjectIsItsValidationError(t *testing.T) {
 // see it; re-applying the served 80/20 object says explicitly that no
 // proxy would receive a change.
 func TestPreviewDeleteAndNoChange(t *testing.T) {
-	srv, _ := bootinfoReady(t, 0)
+	srv, _, _ := bootinfoReady(t, 0)
 	code, res, raw := postPreview(t, srv, "?delete=VirtualService/default/reviews", "")
 	if code != http.StatusOK || len(res.Proxies) != 2 || res.Objects[0].Action != "delete" {
 		t.Fatalf("delete: %d %s", code, raw)
