@@ -10,6 +10,7 @@
 package preview
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -157,6 +158,10 @@ func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
 	if int64(len(req.YAML)) > p.opts.MaxBody {
 		return nil, &RequestError{fmt.Sprintf("change of %d bytes is over the %d-byte limit", len(req.YAML), p.opts.MaxBody)}
 	}
+	// Bound validation work before any: every document costs a check.
+	if n := documents(req.YAML); n > p.opts.MaxObjects {
+		return nil, &RequestError{fmt.Sprintf("change of %d YAML documents is over the limit of %d", n, p.opts.MaxObjects)}
+	}
 	base := p.opts.Env.ConfigStore
 	ov, objects, errs, err := p.overlay(base, req)
 	if err != nil {
@@ -299,6 +304,16 @@ func unsupported(kind model.Kind) string {
 	return ""
 }
 
+// documents counts the "---"-separated documents of data (an upper bound:
+// a separator inside a block scalar counts too).
+func documents(data []byte) int {
+	n := 1 + bytes.Count(data, []byte("\n---"))
+	if bytes.HasPrefix(data, []byte("---")) {
+		n++
+	}
+	return n
+}
+
 // parseKey reads "Kind/namespace/name".
 func parseKey(s string) (model.ConfigKey, error) {
 	parts := strings.Split(s, "/")
@@ -347,8 +362,16 @@ feed:
 }
 
 // compareProxy returns v's differences, or nil when it would receive none.
-func (p *Previewer) compareProxy(v xds.ProxyView, before, after *model.PushContext) *ProxyDiff {
+// A generator that panics fails this proxy's preview, not the server.
+func (p *Previewer) compareProxy(v xds.ProxyView, before, after *model.PushContext) (out *ProxyDiff) {
 	d := &ProxyDiff{ConnectionID: v.ConnectionID, NodeID: v.Proxy.ID}
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("preview generation panicked", clientlog.String("conn", v.ConnectionID), "panic", fmt.Sprint(r))
+			d.Types = append(d.Types, TypeDiff{Type: "?", Error: fmt.Sprintf("generation panicked: %v", r)})
+			out = d
+		}
+	}()
 	for i := range v.Watched {
 		w := &v.Watched[i]
 		old, errBefore := p.opts.Server.Generate(v, before, w.TypeURL, w)

@@ -420,6 +420,7 @@ func TestPreviewInvalidObjectIsItsValidationError(t *testing.T) {
 		{"malformed delete", "?delete=reviews", "", http.StatusBadRequest, "want Kind/namespace/name"},
 		{"empty", "", "", http.StatusUnprocessableEntity, "holds no object"},
 		{"too many objects", strings.Repeat("&delete=VirtualService/default/reviews", preview.DefaultMaxObjects+1)[1:], "", http.StatusBadRequest, "over the limit"},
+		{"too many documents", "", strings.Repeat("---\n", preview.DefaultMaxObjects), http.StatusBadRequest, "YAML documents is over the limit"},
 		{"body too large", "", strings.Repeat("#", preview.DefaultMaxBody+1), http.StatusRequestEntityTooLarge, "limit"},
 	} {
 		q := tc.query
