@@ -155,6 +155,10 @@ func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
 		return nil, ErrBusy
 	}
 	start := time.Now()
+	live := p.opts.Server.PushContext()
+	if live == nil {
+		return nil, ErrNotReady
+	}
 	if int64(len(req.YAML)) > p.opts.MaxBody {
 		return nil, &RequestError{fmt.Sprintf("change of %d bytes is over the %d-byte limit", len(req.YAML), p.opts.MaxBody)}
 	}
@@ -178,10 +182,6 @@ func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
 	}
 	for k := range ov.deleted {
 		updated[k] = struct{}{}
-	}
-	live := p.opts.Server.PushContext()
-	if live == nil {
-		return nil, ErrNotReady
 	}
 	// Both snapshots from cache-less copies of the environment: neither
 	// reads nor fills the server's cache. Each reuses its predecessor's
