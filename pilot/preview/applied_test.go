@@ -2,12 +2,15 @@ package preview_test
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -106,4 +109,75 @@ func changesText(cs []protodiff.Change) string {
 		lines = append(lines, c.String())
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestPreviewsDuringAPush runs previews back to back, from two clients at
+// once, while a real change is applied and pushed: the push completes, each
+// preview is either computed or refused as busy (429; one at a time), and
+// under -race nothing they share with the push pipeline races.
+func TestPreviewsDuringAPush(t *testing.T) {
+	srv, clients, dir := bootinfoReady(t, 0)
+	stop := make(chan struct{})
+	codes := make(chan int, 1024)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := http.Post("http://"+srv.DebugListenAddr()+"/debug/preview", "application/yaml", strings.NewReader(reviews5050))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				select {
+				case codes <- resp.StatusCode:
+				default:
+				}
+			}
+		})
+	}
+	seq := srv.Discovery().PushSeq()
+	if err := os.WriteFile(filepath.Join(dir, "virtual-service-reviews-80-20.yaml"), []byte(reviews5050), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for srv.Discovery().PushSeq() == seq || !synced(srv, len(clients)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the change was not pushed while previews ran: %+v", srv.Discovery().SyncStatus())
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, as xds tests' eventually
+	}
+	close(stop)
+	wg.Wait()
+	close(codes)
+	ok := 0
+	for c := range codes {
+		switch c {
+		case http.StatusOK:
+			ok++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("preview answered %d", c)
+		}
+	}
+	if ok == 0 {
+		t.Error("no preview was computed during the push")
+	}
+	routes, err := clients["productpage"].Decoded(model.RouteType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(routeJSON(routes["9080"]), `"weight":50`) {
+		t.Errorf("productpage did not receive the 50/50 routes")
+	}
+}
+
+func routeJSON(m proto.Message) string {
+	b, _ := protojson.Marshal(m)
+	return strings.ReplaceAll(string(b), " ", "")
 }
