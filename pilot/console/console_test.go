@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -204,4 +206,26 @@ func TestPreview(t *testing.T) {
 	if calls != 2 {
 		t.Errorf("Preview called %d times, want 2 (only the well-formed, same-origin posts)", calls)
 	}
+}
+
+// BenchmarkOverview renders the proxies page at its row limit (MaxRows
+// proxies, 4 types each) and reports the page's size.
+func BenchmarkOverview(b *testing.B) {
+	rows := make([]ProxyRow, MaxRows)
+	for i := range rows {
+		rows[i] = ProxyRow{ConnectionID: "c-" + strconv.Itoa(i), NodeID: "sidecar~10.0.0.1~p" + strconv.Itoa(i) + ".default~default.svc.cluster.local",
+			Type: "sidecar", Namespace: "default", IstioVersion: "1.24.0", ConnectedAt: time.Now(),
+			Types: []TypeRow{{Type: "cds", State: Synced}, {Type: "eds", State: Synced}, {Type: "lds", State: NACK, NackError: "bad listener"}, {Type: "rds", State: Stale}}}
+	}
+	h := Histogram{Count: 10, Buckets: []Bucket{{0.1, 7}, {0.5, 2}, {math.Inf(1), 1}}}
+	c := New(Sources{Proxies: func() []ProxyRow { return rows }, Convergence: func() (Histogram, error) { return h, nil }}, slog.New(slog.DiscardHandler))
+	req := httptest.NewRequest(http.MethodGet, "/ui/", nil)
+	var size int
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		c.overview(w, req)
+		size = w.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/page")
 }
