@@ -294,6 +294,10 @@ func (s *Server) DebugListenAddr() string {
 // Discovery exposes the ADS server (tests, load tools in-process).
 func (s *Server) Discovery() *xds.DiscoveryServer { return s.discovery }
 
+// Gatherer exposes the server's metrics registry, what /metrics serves
+// (tests, the console's convergence histogram in-process).
+func (s *Server) Gatherer() prometheus.Gatherer { return s.reg }
+
 // sendTimeout maps PILOT_XDS_SEND_TIMEOUT (0: no timeout, as Istio) to
 // xds.Options.SendTimeout (negative: no timeout).
 func sendTimeout(d time.Duration) time.Duration {
