@@ -14,9 +14,6 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 )
 
-// syncTypes are the types whose sync state syncz reports, as Istio does.
-var syncTypes = [...]string{model.ClusterType, model.ListenerType, model.RouteType, model.EndpointType, model.ExtensionConfigType}
-
 // typeState is the sync state of one type on one connection.
 type typeState struct {
 	watched                        bool
@@ -83,7 +80,8 @@ func (s *DiscoveryServer) syncClientConfigs() ([]*anypb.Any, error) {
 	for _, c := range conns {
 		states := c.typeStates()
 		cc := &statusv3.ClientConfig{Node: clientNode(c.proxy)}
-		for _, t := range syncTypes {
+		// The types Istio reports.
+		for _, t := range [...]string{model.ClusterType, model.ListenerType, model.RouteType, model.EndpointType, model.ExtensionConfigType} {
 			st := states[t]
 			cs := st.configStatus()
 			cc.GenericXdsConfigs = append(cc.GenericXdsConfigs, &statusv3.ClientConfig_GenericXdsConfig{
