@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -106,7 +107,7 @@ func (s *DiscoveryServer) configDump(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
-	configs, err := s.envoyConfigDumpSections(c, r.URL.Query().Has("include_eds"))
+	configs, err := s.envoyConfigDumpSections(r.Context(), c, r.URL.Query().Has("include_eds"))
 	if err != nil {
 		http.Error(w, fmt.Sprintf("config dump of %s: %v", c.id, err), http.StatusInternalServerError)
 		return
@@ -127,12 +128,17 @@ func (s *DiscoveryServer) configDump(w http.ResponseWriter, r *http.Request) {
 // routes, secrets, extension configs. Every resource is redacted (package
 // redact): secrets show their certificates, never their keys. A type the
 // proxy does not watch gives an empty section; a generator error fails
-// the dump.
-func (s *DiscoveryServer) envoyConfigDumpSections(c *Connection, includeEDS bool) ([]*anypb.Any, error) {
+// the dump. Generation takes one of the PushThrottle slots, as a push
+// does, so that debug requests cannot take more CPU than pushes may.
+func (s *DiscoveryServer) envoyConfigDumpSections(ctx context.Context, c *Connection, includeEDS bool) ([]*anypb.Any, error) {
 	pc := s.PushContext()
 	if pc == nil {
 		return nil, fmt.Errorf("not ready: initial config not loaded")
 	}
+	if err := s.throttle.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("waiting for a generation slot: %w", err)
+	}
+	defer s.throttle.Release(1)
 	version := pc.Version
 	gen := map[string][]*anypb.Any{}
 	names := map[string][]string{}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -70,7 +71,7 @@ func (s *DiscoveryServer) serveDebug(stream sotwStream, first *discovery.Discove
 				log.Warn("debug request refused", clientlog.String("type", req.GetTypeUrl()), clientlog.Error("error", err))
 				return err
 			}
-			if err := stream.Send(resp); err != nil {
+			if err := s.sendDebug(ctx, stream, resp); err != nil {
 				return err
 			}
 			lastNonce[resp.GetTypeUrl()] = resp.GetNonce()
@@ -84,6 +85,29 @@ func (s *DiscoveryServer) serveDebug(stream sotwStream, first *discovery.Discove
 		case <-s.stopped:
 			return errShutdown
 		}
+	}
+}
+
+// sendDebug sends resp, giving up after Options.SendTimeout as a push does
+// (send.go): a debug client that does not read ends its own stream.
+func (s *DiscoveryServer) sendDebug(ctx context.Context, stream sotwStream, resp *discovery.DiscoveryResponse) error {
+	timeout := s.opts.SendTimeout
+	if timeout < 0 {
+		return stream.Send(resp)
+	}
+	done := make(chan error, 1)
+	go func() { done <- stream.Send(resp) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return status.Errorf(codes.DeadlineExceeded, "sending %s: the client read nothing for %v", resp.GetTypeUrl(), timeout)
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-s.stopped:
+		return errShutdown
 	}
 }
 
@@ -115,7 +139,7 @@ func (s *DiscoveryServer) debugResponse(ctx context.Context, caller *model.Verif
 		// Like Istio: a proxy that is not connected here gets an empty
 		// answer, so that istioctl asks the next replica.
 		if c := s.connection(names[0]); c != nil {
-			res, err = s.envoyConfigDumpSections(c, false)
+			res, err = s.envoyConfigDumpSections(ctx, c, false)
 		}
 	case TypeDebug:
 		if len(names) != 1 {
