@@ -442,6 +442,10 @@ func TestIstioctlInternalDebugOverADS(t *testing.T) {
 	if n := len(h.s.SyncStatus()); n != 3 {
 		t.Fatalf("%d connections after force_disconnect over ADS, want 3", n)
 	}
+	long := newIstioctlStream(t, h.conn)
+	if _, err := long.ask(TypeDebug, strings.Repeat("x", maxDebugName+1)); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "resource_names") {
+		t.Fatalf("an oversized debug name: %v, want InvalidArgument naming resource_names", err)
+	}
 	if _, err := ds.ask(model.ClusterType); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("CDS on a debug stream: %v, want InvalidArgument", err)
 	}
