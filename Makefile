@@ -35,7 +35,7 @@ run: build
 	@echo "  xDS + CA over TLS:    localhost:15012 (self-signed root in memory; client certificates only, no cluster for tokens)"
 	@echo "  admission webhooks:   https://localhost:15017/validate  /inject (certificate from the same CA)"
 	@echo "  readiness:            http://localhost:8080/ready"
-	@echo "  debug:                http://localhost:8080/debug/registryz  /debug/configz  /debug/syncz  /debug/config_dump?proxyID=..."
+	@echo "  debug:                http://localhost:8080/debug/list  /debug/syncz  /debug/connectionz  /debug/config_dump?proxyID=..."
 	@echo "  console:              http://localhost:8080/ui/"
 	@echo "  metrics:              http://localhost:15014/metrics"
 	@echo "  edit examples/bookinfo/*.yaml and the change is pushed within the debounce window"

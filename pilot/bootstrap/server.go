@@ -110,6 +110,8 @@ func NewServer(opts Options) (*Server, error) {
 	ds := xds.NewDiscoveryServer(env, gens, xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		VerifiedIdentity:  verifiedIdentity,
+		InstanceID:        opts.PodName,
+		SystemNamespace:   opts.Namespace,
 		Log:               log.With("component", "xds"),
 		Metrics:           metrics,
 		DebounceAfter:     opts.DebounceAfter,
