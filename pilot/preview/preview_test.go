@@ -186,7 +186,7 @@ func dumps(t *testing.T, srv *bootstrap.Server) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, v := range srv.Discovery().ConnectedProxies() {
-		resp, err := http.Get("http://" + srv.DebugListenAddr() + "/debug/config_dump?proxyID=" + v.ConnectionID)
+		resp, err := http.Get("http://" + srv.DebugListenAddr() + "/debug/config_dump?include_eds&proxyID=" + v.ConnectionID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,40 +200,54 @@ func dumps(t *testing.T, srv *bootstrap.Server) map[string]string {
 	return out
 }
 
-// canonicalDump sorts each type's resources of a config dump: the dump
-// lists EDS resources in subscription-map order, which varies between calls.
+// canonicalDump is a config dump with every JSON array sorted: dumps list
+// some resources (EDS) in subscription-map order, which varies between
+// calls. It fails the test when the dump does not hold route config 9080,
+// so that a change of the dump's shape cannot make comparisons vacuous.
 func canonicalDump(t *testing.T, body []byte) string {
 	t.Helper()
-	var d struct {
-		ConnectionID string                       `json:"connectionId"`
-		NodeID       string                       `json:"nodeId"`
-		Version      string                       `json:"version"`
-		Resources    map[string][]json.RawMessage `json:"resources"`
-		Errors       map[string]string            `json:"errors"`
-	}
-	if err := json.Unmarshal(body, &d); err != nil {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
 		t.Fatalf("config_dump: %v", err)
 	}
-	for typ, list := range d.Resources {
-		strs := make([]string, len(list))
-		for i, r := range list {
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, r); err != nil {
-				t.Fatal(err)
-			}
-			strs[i] = buf.String()
-		}
-		sort.Strings(strs)
-		for i := range list {
-			list[i] = json.RawMessage(strs[i])
-		}
-		d.Resources[typ] = list
-	}
-	out, err := json.Marshal(d)
+	out, err := json.Marshal(sortArrays(v))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(string(out), `"9080"`) && !strings.Contains(string(out), `"BlackHoleCluster"`) {
+		t.Fatalf("config_dump holds neither route config 9080 nor BlackHoleCluster: %.500s", out)
+	}
 	return string(out)
+}
+
+func sortArrays(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = sortArrays(e)
+		}
+	case []any:
+		keys := make([]string, len(x))
+		for i, e := range x {
+			x[i] = sortArrays(e)
+			b, _ := json.Marshal(x[i])
+			keys[i] = string(b)
+		}
+		sort.Sort(byKey{x, keys})
+	}
+	return v
+}
+
+type byKey struct {
+	v    []any
+	keys []string
+}
+
+func (b byKey) Len() int           { return len(b.v) }
+func (b byKey) Less(i, j int) bool { return b.keys[i] < b.keys[j] }
+func (b byKey) Swap(i, j int) {
+	b.v[i], b.v[j] = b.v[j], b.v[i]
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
 }
 
 func assertSame(t *testing.T, before, after serverState, dumpBefore, dumpAfter map[string]string) {
