@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/pilot/console"
+	"github.com/meshpilot/meshpilot/pilot/preview"
 )
 
 // httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
@@ -32,7 +34,8 @@ func (s *Server) httpMux() *http.ServeMux {
 }
 
 // debugMux adds the debug endpoints to mux: the ADS server's (syncz,
-// configz, registryz, config_dump; secrets redacted) and Go's profiles,
+// configz, registryz, config_dump; secrets redacted), POST /debug/preview
+// (what a change would send each proxy, docs/preview.md) and Go's profiles,
 // where istiod serves them too (go tool pprof http://HOST:PORT/debug/pprof/profile).
 // They reveal the mesh's configuration, hence --debugAddr (the chart binds
 // it to 127.0.0.1). The operator console (/ui/) shows the same and goes
@@ -40,6 +43,7 @@ func (s *Server) httpMux() *http.ServeMux {
 func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
 	s.discovery.RegisterDebug(mux)
 	console.New(console.FromDiscovery(s.discovery, s.reg), s.log.With("component", "console")).Register(mux)
+	preview.New(preview.Options{Server: s.discovery, Env: s.env, Validator: validation.New(validation.Options{}), Log: s.log.With("component", "preview")}).Register(mux)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -1,0 +1,398 @@
+// Package preview answers "what would this change do before I apply it?":
+// given Istio objects to create or replace and objects to delete, it
+// validates them as the file source and the admission webhook do, builds
+// the snapshot the change would give (the current config store with the
+// change overlaid, no resource cache), generates what every connected
+// proxy would be sent, before and after, and reports per proxy and xDS
+// type the resources added, removed and changed, field by field. Nothing
+// is applied: the served config, the resource cache and the push counters
+// do not move, and no proxy is pushed.
+package preview
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshpilot/meshpilot/internal/clientlog"
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/file"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
+	"github.com/meshpilot/meshpilot/xds"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBody    = 1 << 20
+	DefaultMaxObjects = 50
+	DefaultWorkers    = 2
+	DefaultMaxChanges = 100
+)
+
+// Server is what a preview needs of the ADS server: the snapshot in force,
+// the connected proxies and a generation that sends and caches nothing
+// (xds.DiscoveryServer).
+type Server interface {
+	PushContext() *model.PushContext
+	ConnectedProxies() []xds.ProxyView
+	Generate(v xds.ProxyView, push *model.PushContext, typeURL string, w *model.WatchedResource) (model.Resources, error)
+}
+
+// Options configure a Previewer. Server, Env and Validator are required.
+type Options struct {
+	Server Server
+	// Env is the server's environment; only read, through a cache-less copy.
+	Env *model.Environment
+	// Validator is the file source's and webhook's (validation.New).
+	Validator *validation.Validator
+	Log       *slog.Logger
+	// MaxBody bounds a request's YAML bytes; MaxObjects the objects it
+	// creates, replaces or deletes; Workers the proxies generated
+	// concurrently; MaxChanges the changes listed per resource.
+	MaxBody    int64
+	MaxObjects int
+	Workers    int
+	MaxChanges int
+}
+
+// Previewer computes previews, one at a time.
+type Previewer struct {
+	opts Options
+	log  *slog.Logger
+	// busy holds a token while a preview runs: a second one is refused
+	// (ErrBusy) rather than queued, so previews cannot pile up.
+	busy chan struct{}
+}
+
+// ErrBusy is returned while another preview is being computed.
+var ErrBusy = errors.New("another preview is being computed; retry")
+
+// ErrNotReady is returned before the server has its first snapshot.
+var ErrNotReady = errors.New("not ready: initial config not loaded")
+
+// RequestError is a request that cannot be previewed at all (too large,
+// a malformed delete); validation errors of objects are in Result instead.
+type RequestError struct{ Msg string }
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// New returns a Previewer.
+func New(opts Options) *Previewer {
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.MaxObjects <= 0 {
+		opts.MaxObjects = DefaultMaxObjects
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.MaxChanges <= 0 {
+		opts.MaxChanges = DefaultMaxChanges
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Previewer{opts: opts, log: log, busy: make(chan struct{}, 1)}
+}
+
+// Request is a change to preview.
+type Request struct {
+	// YAML holds Istio objects to create or replace ("---"-separated).
+	YAML []byte
+	// Delete names objects to delete, each "Kind/namespace/name".
+	Delete []string
+	// Proxies, when set, limits the preview to these connected proxies
+	// (connection IDs or node IDs).
+	Proxies []string
+}
+
+// Result is a preview.
+type Result struct {
+	// Valid is false when an object failed validation; then Errors says
+	// why, naming object and field, and nothing else is computed.
+	Valid  bool     `json:"valid"`
+	Errors []string `json:"errors,omitempty"`
+	// Objects are the changes previewed.
+	Objects []ObjectChange `json:"objects,omitempty"`
+	// ProxiesChecked counts the connected proxies compared.
+	ProxiesChecked int `json:"proxiesChecked"`
+	// Proxies are those that would receive a change, by connection ID.
+	Proxies []ProxyDiff `json:"proxies"`
+	// Summary says in one line what the change would do.
+	Summary string `json:"summary"`
+}
+
+// ObjectChange is one object of the change: Action is create, update or delete.
+type ObjectChange struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+}
+
+// ProxyDiff is what one proxy would receive, by type in push order.
+type ProxyDiff struct {
+	ConnectionID string     `json:"connectionId"`
+	NodeID       string     `json:"nodeId"`
+	Types        []TypeDiff `json:"types"`
+}
+
+// Preview validates req and computes what it would change. A *RequestError
+// or ErrBusy means nothing was computed; ctx cancels the work.
+func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
+	select {
+	case p.busy <- struct{}{}:
+		defer func() { <-p.busy }()
+	default:
+		return nil, ErrBusy
+	}
+	start := time.Now()
+	live := p.opts.Server.PushContext()
+	if live == nil {
+		return nil, ErrNotReady
+	}
+	if int64(len(req.YAML)) > p.opts.MaxBody {
+		return nil, &RequestError{fmt.Sprintf("change of %d bytes is over the %d-byte limit", len(req.YAML), p.opts.MaxBody)}
+	}
+	// Bound validation work before any: every document costs a check.
+	if n := documents(req.YAML); n > p.opts.MaxObjects {
+		return nil, &RequestError{fmt.Sprintf("change of %d YAML documents is over the limit of %d", n, p.opts.MaxObjects)}
+	}
+	base := p.opts.Env.ConfigStore
+	ov, objects, errs, err := p.overlay(base, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		p.log.Info("preview refused: invalid change", "objects", len(objects), clientlog.Message("errors", strings.Join(errs, "; ")))
+		return &Result{Valid: false, Errors: errs, Objects: objects, Proxies: []ProxyDiff{},
+			Summary: "invalid: nothing computed"}, nil
+	}
+	updated := make(map[model.ConfigKey]struct{}, len(ov.put)+len(ov.deleted))
+	for k := range ov.put {
+		updated[k] = struct{}{}
+	}
+	for k := range ov.deleted {
+		updated[k] = struct{}{}
+	}
+	// Both snapshots from cache-less copies of the environment: neither
+	// reads nor fills the server's cache. Each reuses its predecessor's
+	// indexes of the kinds the change does not touch, as a push would:
+	// before is the served snapshot with the touched kinds read again from
+	// the store, after is before with the change, so the two differ only
+	// by the change, and compiled EnvoyFilters (whose first use reports
+	// pilot_envoy_filter_status) are the served snapshot's.
+	pr := &model.PushRequest{Full: true, ConfigsUpdated: updated, Reason: map[model.TriggerReason]int{model.ReasonDebugTrigger: 1}}
+	before := model.NewPushContext(p.opts.Env.WithConfigStore(base), live, pr)
+	after := model.NewPushContext(p.opts.Env.WithConfigStore(ov), before, pr)
+
+	proxies := selectProxies(p.opts.Server.ConnectedProxies(), req.Proxies)
+	diffs, err := p.compare(ctx, proxies, before, after)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Valid: true, Objects: objects, ProxiesChecked: len(proxies), Proxies: diffs}
+	switch {
+	case len(diffs) == 0:
+		res.Summary = fmt.Sprintf("no change: none of the %d connected proxies would receive a change", len(proxies))
+	default:
+		res.Summary = fmt.Sprintf("%d of %d connected proxies would receive a change", len(diffs), len(proxies))
+	}
+	p.log.Info("preview computed", "objects", len(objects), "proxies", len(proxies), "changed", len(diffs), "duration", time.Since(start))
+	return res, nil
+}
+
+// overlay validates req's objects and deletes against base and returns the
+// overlaid store; errs are validation errors naming object and field.
+func (p *Previewer) overlay(base model.ConfigStore, req Request) (*overlay, []ObjectChange, []string, error) {
+	ov := &overlay{base: base, put: map[model.ConfigKey]model.Config{}, deleted: map[model.ConfigKey]bool{}}
+	configs, docErrs := file.Parse("request", req.YAML, p.opts.Validator)
+	if n := len(configs) + len(req.Delete); n > p.opts.MaxObjects {
+		return nil, nil, nil, &RequestError{fmt.Sprintf("change of %d objects is over the limit of %d", n, p.opts.MaxObjects)}
+	}
+	var (
+		objects []ObjectChange
+		errs    []string
+	)
+	for _, e := range docErrs {
+		errs = append(errs, clientlog.Truncate(e.Error(), clientlog.MaxMessage))
+	}
+	seen := map[model.ConfigKey]bool{}
+	for _, c := range configs {
+		k := c.Key()
+		what := fmt.Sprintf("%s %s/%s", k.Kind, k.Namespace, k.Name)
+		switch {
+		case seen[k]:
+			errs = append(errs, fmt.Sprintf("%s: %s: given twice in the change", c.Source, what))
+			continue
+		case unsupported(k.Kind) != "":
+			errs = append(errs, fmt.Sprintf("%s: %s: kind: %s cannot be previewed yet: %s", c.Source, what, k.Kind, unsupported(k.Kind)))
+			continue
+		}
+		seen[k] = true
+		action := "create"
+		if old, ok := find(base, k); ok {
+			action = "update"
+			c.Generation = old.Generation + 1
+			c.CreationTimestamp = old.CreationTimestamp
+		}
+		ov.put[k] = c
+		objects = append(objects, ObjectChange{Kind: string(k.Kind), Namespace: k.Namespace, Name: k.Name, Action: action})
+	}
+	for i, d := range req.Delete {
+		k, err := parseKey(d)
+		if err != nil {
+			return nil, nil, nil, &RequestError{fmt.Sprintf("delete[%d] %q: %v", i, clientlog.Truncate(d, 256), err)}
+		}
+		what := fmt.Sprintf("%s %s/%s", k.Kind, k.Namespace, k.Name)
+		switch {
+		case seen[k]:
+			errs = append(errs, fmt.Sprintf("delete[%d]: %s: also given to create or replace", i, what))
+			continue
+		case unsupported(k.Kind) != "":
+			errs = append(errs, fmt.Sprintf("delete[%d]: %s: kind: %s cannot be previewed yet: %s", i, what, k.Kind, unsupported(k.Kind)))
+			continue
+		}
+		if _, ok := find(base, k); !ok {
+			errs = append(errs, fmt.Sprintf("delete[%d]: %s: no such object", i, what))
+			continue
+		}
+		seen[k] = true
+		ov.deleted[k] = true
+		objects = append(objects, ObjectChange{Kind: string(k.Kind), Namespace: k.Namespace, Name: k.Name, Action: "delete"})
+	}
+	if len(errs) == 0 && len(objects) == 0 {
+		errs = append(errs, "the change holds no object: give Istio objects as YAML, or delete=Kind/namespace/name")
+	}
+	return ov, objects, errs, nil
+}
+
+// selectProxies keeps the proxies named in ids (all when ids is empty).
+func selectProxies(all []xds.ProxyView, ids []string) []xds.ProxyView {
+	if len(ids) == 0 {
+		return all
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	out := all[:0:0]
+	for _, v := range all {
+		if want[v.ConnectionID] || want[v.Proxy.ID] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// unsupported says why changes of kind cannot be previewed, "" when they can.
+func unsupported(kind model.Kind) string {
+	switch kind {
+	case model.KindServiceEntry, model.KindWorkloadEntry:
+		return "services and workloads come from the registries, not the config store"
+	case model.KindEnvoyFilter:
+		return "compiling EnvoyFilter patches reports pilot_envoy_filter_status, which a preview must not move"
+	}
+	return ""
+}
+
+// documents counts the "---"-separated documents of data (an upper bound:
+// a separator inside a block scalar counts too).
+func documents(data []byte) int {
+	n := 1 + bytes.Count(data, []byte("\n---"))
+	if bytes.HasPrefix(data, []byte("---")) {
+		n++
+	}
+	return n
+}
+
+// parseKey reads "Kind/namespace/name".
+func parseKey(s string) (model.ConfigKey, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return model.ConfigKey{}, errors.New("want Kind/namespace/name")
+	}
+	return model.ConfigKey{Kind: model.Kind(parts[0]), Namespace: parts[1], Name: parts[2]}, nil
+}
+
+// compare generates, for every proxy and type it watches, before and after,
+// on at most Workers goroutines, and returns the proxies with a difference.
+func (p *Previewer) compare(ctx context.Context, proxies []xds.ProxyView, before, after *model.PushContext) ([]ProxyDiff, error) {
+	out := make([]*ProxyDiff, len(proxies))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(p.opts.Workers, len(proxies)) {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = p.compareProxy(proxies[i], before, after)
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range proxies {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("preview cancelled: %w", err)
+	}
+	diffs := []ProxyDiff{}
+	for _, d := range out {
+		if d != nil {
+			diffs = append(diffs, *d)
+		}
+	}
+	sort.Slice(diffs, func(i, j int) bool { return diffs[i].ConnectionID < diffs[j].ConnectionID })
+	return diffs, nil
+}
+
+// compareProxy returns v's differences, or nil when it would receive none.
+// A generator that panics fails this proxy's preview, not the server.
+func (p *Previewer) compareProxy(v xds.ProxyView, before, after *model.PushContext) (out *ProxyDiff) {
+	d := &ProxyDiff{ConnectionID: v.ConnectionID, NodeID: v.Proxy.ID}
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("preview generation panicked", clientlog.String("conn", v.ConnectionID), "panic", fmt.Sprint(r))
+			d.Types = append(d.Types, TypeDiff{Type: "?", Error: fmt.Sprintf("generation panicked: %v", r)})
+			out = d
+		}
+	}()
+	for i := range v.Watched {
+		w := &v.Watched[i]
+		old, errBefore := p.opts.Server.Generate(v, before, w.TypeURL, w)
+		cur, errAfter := p.opts.Server.Generate(v, after, w.TypeURL, w)
+		td := TypeDiff{Type: strings.ToUpper(model.ShortType(w.TypeURL)), TypeURL: w.TypeURL}
+		switch {
+		case errAfter != nil && errBefore != nil && errAfter.Error() == errBefore.Error():
+			// Failing before and after alike: no change to report.
+		case errAfter != nil:
+			td.Error = "after the change: " + errAfter.Error()
+		case errBefore != nil:
+			td.Error = "before the change (now fixed): " + errBefore.Error()
+		default:
+			diffResources(&td, old, cur, p.opts.MaxChanges)
+		}
+		if td.changed() {
+			d.Types = append(d.Types, td)
+		}
+	}
+	if len(d.Types) == 0 {
+		return nil
+	}
+	return d
+}
