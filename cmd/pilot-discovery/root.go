@@ -27,6 +27,7 @@ func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.AddCommand(newExplainCommand())
 	root.AddCommand(newDiscoveryCommand(stderr, getenv), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",

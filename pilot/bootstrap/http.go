@@ -5,6 +5,7 @@ import (
 	"net/http/pprof"
 
 	"github.com/meshpilot/meshpilot/pilot/console"
+	"github.com/meshpilot/meshpilot/pilot/explain/explainhttp"
 )
 
 // httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
@@ -40,6 +41,7 @@ func (s *Server) httpMux() *http.ServeMux {
 func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
 	s.discovery.RegisterDebug(mux)
 	console.New(console.FromDiscovery(s.discovery, s.reg), s.log.With("component", "console")).Register(mux)
+	mux.Handle(explainhttp.Path, explainhttp.Handler(s.discovery))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
