@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/proto"
@@ -30,11 +31,23 @@ type Cluster struct {
 	// none); Policy says where each traffic policy field came from.
 	DestinationRule *Object       `json:"destinationRule,omitempty"`
 	Policy          []PolicyField `json:"policy,omitempty"`
+	// MergedFrom lists, when several DestinationRules of one namespace
+	// for the host were merged into DestinationRule, each of them and
+	// what it contributed.
+	MergedFrom []MergedRule `json:"mergedFrom,omitempty"`
 	// TLS says what decides the cluster's upstream TLS.
 	TLS string `json:"tls,omitempty"`
 	// EnvoyFilters ("namespace/name") patch the proxy's clusters.
 	EnvoyFilters []string `json:"envoyFilters,omitempty"`
 	Note         string   `json:"note,omitempty"`
+}
+
+// MergedRule is one of several merged DestinationRules and what the
+// merged rule took from it: its top-level trafficPolicy, its subsets.
+type MergedRule struct {
+	Object
+	TrafficPolicy bool     `json:"trafficPolicy,omitempty"`
+	Subsets       []string `json:"subsets,omitempty"`
 }
 
 // PolicyField is one traffic policy field of a cluster and the part of
@@ -75,6 +88,7 @@ func (c *collector) cluster(proxy *model.Proxy, name string) (*Cluster, error) {
 		o := c.add(dr)
 		out.DestinationRule = &o
 		rule = dr.Spec.(*networking.DestinationRule)
+		out.MergedFrom = c.mergedFrom(dr)
 	}
 	if subset != "" {
 		s := model.Subset(dr, subset)
@@ -100,6 +114,9 @@ func (c *collector) cluster(proxy *model.Proxy, name string) (*Cluster, error) {
 	policy := cluster.EffectivePolicy(rule, subset, port)
 	if dr != nil {
 		out.Policy = policyOrigins(rule, policy, subset, port)
+		for i, p := range out.Policy {
+			out.Policy[i].From = ruleOf(c.push, dr, p.From, subset) + " " + p.From
+		}
 	}
 	out.TLS = c.tlsOrigin(svc, sp, dr, policy, built)
 	return out, nil
@@ -242,4 +259,47 @@ func (c *collector) addEnvoyFilters(names []string) {
 			}
 		}
 	}
+}
+
+// mergedFrom lists what each rule behind the merged rule dr contributed;
+// nil when dr is one rule.
+func (c *collector) mergedFrom(dr *model.Config) []MergedRule {
+	srcs := c.push.DestinationRuleSources(dr)
+	if len(srcs) < 2 {
+		return nil
+	}
+	merged := dr.Spec.(*networking.DestinationRule)
+	var out []MergedRule
+	for _, src := range srcs {
+		rule := src.Spec.(*networking.DestinationRule)
+		m := MergedRule{Object: c.add(src)}
+		m.TrafficPolicy = rule.GetTrafficPolicy() != nil && rule.GetTrafficPolicy() == merged.GetTrafficPolicy()
+		for _, s := range rule.GetSubsets() {
+			if model.Subset(dr, s.GetName()) == s {
+				m.Subsets = append(m.Subsets, s.GetName())
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// ruleOf names the DestinationRule that wrote the part at path of the
+// (possibly merged) rule dr: the one whose top-level trafficPolicy or
+// whose subset the merged rule took.
+func ruleOf(push *model.PushContext, dr *model.Config, path, subset string) string {
+	merged := dr.Spec.(*networking.DestinationRule)
+	for _, src := range push.DestinationRuleSources(dr) {
+		rule := src.Spec.(*networking.DestinationRule)
+		var mine bool
+		if strings.HasPrefix(path, "subsets[") {
+			mine = model.Subset(src, subset) != nil && model.Subset(src, subset) == model.Subset(dr, subset)
+		} else {
+			mine = rule.GetTrafficPolicy() == merged.GetTrafficPolicy()
+		}
+		if mine {
+			return "DestinationRule " + src.Namespace + "/" + src.Name
+		}
+	}
+	return "DestinationRule " + dr.Namespace + "/" + dr.Name
 }

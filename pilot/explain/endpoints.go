@@ -43,7 +43,15 @@ func (c *collector) endpoints(proxy *model.Proxy, name string) (*Endpoints, erro
 	out := &Endpoints{Service: c.addService(m.Service), Port: m.Port.Port, PortName: m.Port.Name,
 		Subset: m.Subset, SubsetLabels: m.SubsetLabels}
 	if m.Subset != "" && m.DestinationRule != nil {
-		o := c.add(m.DestinationRule)
+		// The rule that defines the subset (one of several, when merged).
+		def := m.DestinationRule
+		for _, src := range c.push.DestinationRuleSources(m.DestinationRule) {
+			if s := model.Subset(src, m.Subset); s != nil && s == model.Subset(m.DestinationRule, m.Subset) {
+				def = src
+				break
+			}
+		}
+		o := c.add(def)
 		out.DestinationRule = &o
 	}
 	kube := m.Service.Registry == model.RegistryKubernetes

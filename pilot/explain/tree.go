@@ -136,6 +136,19 @@ func (t *tree) cluster(c *Cluster) {
 	}
 	if c.DestinationRule != nil {
 		t.line(1, "destination rule: %s/%s", c.DestinationRule.Namespace, c.DestinationRule.Name)
+		for _, m := range c.MergedFrom {
+			var took []string
+			if m.TrafficPolicy {
+				took = append(took, "top-level trafficPolicy")
+			}
+			if len(m.Subsets) > 0 {
+				took = append(took, "subsets "+strings.Join(m.Subsets, ", "))
+			}
+			if len(took) == 0 {
+				took = append(took, "nothing (shadowed)")
+			}
+			t.line(2, "merged from %s/%s: %s", m.Namespace, m.Name, strings.Join(took, "; "))
+		}
 		for _, p := range c.Policy {
 			t.line(2, "%s from %s", p.Field, p.From)
 		}
