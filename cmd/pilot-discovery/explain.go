@@ -30,7 +30,7 @@ func newExplainCommand() *cobra.Command {
 		Use:   "explain",
 		Short: "Explain why a connected proxy has a resource (route configuration, cluster, endpoints, listener)",
 		Example: "  pilot-discovery explain --server http://localhost:8080 --proxy sidecar~10.244.0.16~productpage-v1.default~default.svc.cluster.local --type rds --name 9080\n" +
-			"  pilot-discovery explain --proxy productpage-v1.default --type cds --name 'outbound|9080|v1|reviews.default.svc.cluster.local' -o json",
+			"  pilot-discovery explain --proxy productpage-v1.default-1 --type cds --name 'outbound|9080|v1|reviews.default.svc.cluster.local' -o json",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "tree" && o.output != "json" {
