@@ -44,9 +44,10 @@ type RouteOf struct {
 	Rule           *int   `json:"rule,omitempty"`
 	RuleName       string `json:"ruleName,omitempty"`
 	// Delegate, for a route of a delegate VirtualService, names it and
-	// the index of its http rule; VirtualService is then the root.
-	Delegate     string `json:"delegate,omitempty"`
-	DelegateRule *int   `json:"delegateRule,omitempty"`
+	// the index and name of its http rule; VirtualService is then the root.
+	Delegate         string `json:"delegate,omitempty"`
+	DelegateRule     *int   `json:"delegateRule,omitempty"`
+	DelegateRuleName string `json:"delegateRuleName,omitempty"`
 	// Action is "route", "redirect" or "directResponse".
 	Action       string        `json:"action"`
 	Destinations []Destination `json:"destinations,omitempty"`
@@ -117,17 +118,23 @@ func (c *collector) virtualHost(proxy *model.Proxy, name string, svc *model.Serv
 		return vh
 	}
 	root := sr.VirtualService.Namespace + "/" + sr.VirtualService.Name
+	rootHTTP := sr.VirtualService.Spec.(*networking.VirtualService).GetHttp()
 	for i, r := range sr.Routes {
 		s := sr.Origins[i]
 		ro := RouteOf{Name: r.GetName(), VirtualService: root, Rule: ptr(s.Index), Action: action(r)}
+		if s.Index < len(rootHTTP) {
+			ro.RuleName = rootHTTP[s.Index].GetName()
+		}
 		if s.Delegate != "" {
 			ro.Delegate, ro.DelegateRule = s.Delegate, ptr(s.DelegateIndex)
 			ns, n, _ := strings.Cut(s.Delegate, "/")
 			if d := findConfig(c.push.VirtualServices(), ns, n); d != nil {
 				c.add(d)
+				if dh := d.Spec.(*networking.VirtualService).GetHttp(); s.DelegateIndex < len(dh) {
+					ro.DelegateRuleName = dh[s.DelegateIndex].GetName()
+				}
 			}
 		}
-		ro.RuleName = s.Route.GetName()
 		for _, d := range s.Route.GetRoute() {
 			dst := Destination{Host: d.GetDestination().GetHost(), Subset: d.GetDestination().GetSubset(),
 				Port: d.GetDestination().GetPort().GetNumber(), Weight: d.GetWeight(),

@@ -94,7 +94,7 @@ func (t *tree) routes(r *Routes) {
 				t.line(3, "from %s http[%d]%s", r.VirtualService, *r.Rule, ruleName(r.RuleName))
 			}
 			if r.Delegate != "" {
-				t.line(3, "delegate %s http[%d]", r.Delegate, *r.DelegateRule)
+				t.line(3, "delegate %s http[%d]%s", r.Delegate, *r.DelegateRule, ruleName(r.DelegateRuleName))
 			}
 			for _, d := range r.Destinations {
 				s := fmt.Sprintf("-> %s", d.Cluster)
