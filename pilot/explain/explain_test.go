@@ -53,6 +53,9 @@ var goldenCases = []goldenCase{
 	{"eds-subset", []string{"bookinfo-networking/destination-rule-all.yaml"}, "productpage-v1", "eds", "outbound|9080|v1|reviews.default.svc.cluster.local"},
 	{"eds-service", nil, "productpage-v1", "eds", "outbound|9080||reviews.default.svc.cluster.local"},
 	{"lds-inbound", []string{"in/security.yaml"}, "reviews-v1", "lds", "virtualInbound"},
+	{"lds-inbound-envoyfilter", []string{"in/envoyfilter.yaml"}, "reviews-v1", "lds", "virtualInbound"},
+	{"lds-outbound-envoyfilter", []string{"in/envoyfilter.yaml"}, "productpage-v1", "lds", "virtualOutbound"},
+	{"cds-envoyfilter", []string{"in/envoyfilter.yaml"}, "productpage-v1", "cds", "outbound|9080||reviews.default.svc.cluster.local"},
 }
 
 // TestGolden checks each case's tree (NAME.txt) and JSON (NAME.json)
