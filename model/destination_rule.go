@@ -64,3 +64,51 @@ func (pc *PushContext) DestinationRuleScope(proxy *Proxy) string {
 	}
 	return b.String()
 }
+
+// mergeDestinationRule merges rule c into into, a rule of the same
+// namespace and host (neither with a workloadSelector), as Istio does:
+// c's subsets whose names into lacks are appended; c's top-level
+// trafficPolicy is taken only when into has none; exportTo stays into's
+// (Istio takes a later rule's only when the first has no export set, and
+// a rule without exportTo has the default one). into is copied first unless it is already a merged
+// rule of this build; store objects are never changed. The result has
+// into's metadata; DestinationRuleSources lists the rules behind it.
+func (pc *PushContext) mergeDestinationRule(into, c *Config) *Config {
+	if pc.drSources[into] == nil {
+		base := into.Spec.(*networking.DestinationRule)
+		merged := &Config{Meta: into.Meta, Spec: &networking.DestinationRule{
+			Host: base.GetHost(), TrafficPolicy: base.GetTrafficPolicy(), Subsets: slices.Clone(base.GetSubsets()),
+			ExportTo: base.GetExportTo(), WorkloadSelector: base.GetWorkloadSelector(),
+		}}
+		if pc.drSources == nil {
+			pc.drSources = map[*Config][]*Config{}
+		}
+		pc.drSources[merged] = []*Config{into}
+		into = merged
+	}
+	spec, rule := into.Spec.(*networking.DestinationRule), c.Spec.(*networking.DestinationRule)
+	for _, s := range rule.GetSubsets() {
+		if Subset(into, s.GetName()) == nil {
+			spec.Subsets = append(spec.Subsets, s)
+		}
+	}
+	if spec.TrafficPolicy == nil {
+		spec.TrafficPolicy = rule.GetTrafficPolicy()
+	}
+	pc.drSources[into] = append(pc.drSources[into], c)
+	return into
+}
+
+// DestinationRuleSources returns the rules dr, as returned by
+// DestinationRule or DestinationRuleFor, was made from: several when
+// rules of one namespace for one host were merged, in precedence order,
+// else dr alone. Caches that depend on dr depend on each of them.
+func (pc *PushContext) DestinationRuleSources(dr *Config) []*Config {
+	if dr == nil {
+		return nil
+	}
+	if src := pc.drSources[dr]; src != nil {
+		return src
+	}
+	return []*Config{dr}
+}

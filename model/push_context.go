@@ -80,6 +80,9 @@ type PushContext struct {
 	// drSelected[namespace] are the rules with a workloadSelector, in store
 	// order; they are not in destinationRules (see DestinationRuleFor).
 	drSelected map[string][]*Config
+	// drSources are, for each merged rule (several rules of one namespace
+	// for one host; see mergeDestinationRule), the rules it was made from.
+	drSources map[*Config][]*Config
 	// drTCPTimeouts: some rule sets a top-level connectionPool.tcp
 	// idleTimeout or maxConnectionDuration (see DestinationRulesSetTCPTimeouts).
 	drTCPTimeouts bool
@@ -161,6 +164,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	if reuse && !req.Updated(KindDestinationRule) {
 		pc.destinationRules, pc.drAll, pc.drWildcards = prev.destinationRules, prev.drAll, prev.drWildcards
 		pc.drSelected, pc.drTCPTimeouts = prev.drSelected, prev.drTCPTimeouts
+		pc.drSources = prev.drSources
 	} else {
 		pc.initDestinationRules(env)
 	}
@@ -231,6 +235,7 @@ func (pc *PushContext) initDestinationRules(env *Environment) {
 	pc.drAll = env.ConfigStore.List(KindDestinationRule)
 	pc.destinationRules = map[string]map[string]*Config{}
 	pc.drSelected = map[string][]*Config{}
+	pc.drSources = nil
 	for i := range pc.drAll {
 		c := &pc.drAll[i]
 		dr, ok := c.Spec.(*networking.DestinationRule)
@@ -250,8 +255,11 @@ func (pc *PushContext) initDestinationRules(env *Environment) {
 			byHost = map[string]*Config{}
 			pc.destinationRules[c.Namespace] = byHost
 		}
-		// Oldest wins on conflict, as in Istio; the store lists in name order.
-		if _, dup := byHost[h]; !dup {
+		// Rules of one namespace for one host merge, the first (the store
+		// lists in name order) taking precedence, as in Istio.
+		if first, dup := byHost[h]; dup {
+			byHost[h] = pc.mergeDestinationRule(first, c)
+		} else {
 			byHost[h] = c
 		}
 	}

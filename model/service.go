@@ -146,6 +146,10 @@ type Endpoint struct {
 	Namespace string
 	// WorkloadName names the pod or WorkloadEntry, for debugging.
 	WorkloadName string
+	// EndpointSlice names the Kubernetes EndpointSlice the endpoint was
+	// read from ("" otherwise), for explain. The endpoints of one slice
+	// share the string.
+	EndpointSlice string
 	// HostName is the pod's DNS host name within its headless service
 	// (EndpointSlice endpoints[].hostname: a StatefulSet pod's name, set
 	// when the pod's subdomain is the service), Kubernetes only: the pod is

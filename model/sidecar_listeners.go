@@ -264,10 +264,30 @@ func (pc *PushContext) ServicesOnPort(proxy *Proxy, port uint32) []*Service {
 
 // hostsSelect reports whether one of hosts selects hostname of namespace ns.
 func hostsSelect(hosts []egressHost, ns, hostname string) bool {
+	_, ok := selectingHost(hosts, ns, hostname)
+	return ok
+}
+
+// selectingHost returns the first of hosts that selects hostname of namespace ns.
+func selectingHost(hosts []egressHost, ns, hostname string) (egressHost, bool) {
 	for _, e := range hosts {
 		if (e.namespace == "*" || e.namespace == ns) && HostMatches(e.host, hostname) {
-			return true
+			return e, true
 		}
 	}
-	return false
+	return egressHost{}, false
+}
+
+// EgressHostFor returns the egress host of the scope's Sidecar that
+// selects hostname of namespace ns, as "namespace/host" with "." resolved
+// (what explain reports); "" without a Sidecar or when none selects it.
+func (s *SidecarScope) EgressHostFor(ns, hostname string) string {
+	if s == nil || s.Sidecar == nil {
+		return ""
+	}
+	e, ok := selectingHost(s.egress, ns, hostname)
+	if !ok {
+		return ""
+	}
+	return e.namespace + "/" + e.host
 }

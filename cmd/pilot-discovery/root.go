@@ -28,6 +28,7 @@ func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newPreviewCommand(os.Stdin))
+	root.AddCommand(newExplainCommand())
 	root.AddCommand(newDiscoveryCommand(stderr, getenv), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",

@@ -7,6 +7,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/pilot/console"
 	"github.com/meshpilot/meshpilot/pilot/preview"
+	"github.com/meshpilot/meshpilot/pilot/explain/explainhttp"
 )
 
 // httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
@@ -44,6 +45,7 @@ func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
 	s.discovery.RegisterDebug(mux)
 	console.New(console.FromDiscovery(s.discovery, s.reg), s.log.With("component", "console")).Register(mux)
 	preview.New(preview.Options{Server: s.discovery, Env: s.env, Validator: validation.New(validation.Options{}), Log: s.log.With("component", "preview")}).Register(mux)
+	mux.Handle(explainhttp.Path, explainhttp.Handler(s.discovery))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

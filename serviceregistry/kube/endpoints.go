@@ -96,6 +96,7 @@ func (x *Index) FromSlices(svc *corev1.Service, slices []*discoveryv1.EndpointSl
 				for _, p := range ports {
 					ep := x.endpoint(svc, addr, p, ready, e.TargetRef, node)
 					ep.HostName = host
+					ep.EndpointSlice = sl.Name
 					set.add(ep)
 				}
 			}

@@ -92,15 +92,15 @@ func TestFromSlices(t *testing.T) {
 	got := NewIndex(objs).Endpoints(svc)
 	want := []*model.Endpoint{
 		{Address: "10.1.0.1", Port: 8080, ServicePortName: "http", Labels: web, ServiceAccount: "web-sa",
-			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1"},
+			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.1", Port: 9090, ServicePortName: "metrics", Labels: web, ServiceAccount: "web-sa",
-			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1"},
+			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.2", Port: 8080, ServicePortName: "http", Labels: web, ServiceAccount: "default",
-			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2"},
+			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.2", Port: 9090, ServicePortName: "metrics", Labels: web, ServiceAccount: "default",
-			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2"},
-		{Address: "10.1.0.3", Port: 8080, ServicePortName: "http", Healthy: true, Namespace: "shop"},
-		{Address: "10.1.0.3", Port: 9090, ServicePortName: "metrics", Healthy: true, Namespace: "shop"},
+			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2", EndpointSlice: "web-abc"},
+		{Address: "10.1.0.3", Port: 8080, ServicePortName: "http", Healthy: true, Namespace: "shop", EndpointSlice: "web-abc"},
+		{Address: "10.1.0.3", Port: 9090, ServicePortName: "metrics", Healthy: true, Namespace: "shop", EndpointSlice: "web-abc"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("endpoints (-want +got):\n%s", diff)
@@ -132,7 +132,7 @@ func TestFromSlicesSkipsUnmatchedPortsAndFQDN(t *testing.T) {
 		},
 	}
 	got := NewIndex(Objects{EndpointSlices: slices}).Endpoints(svc)
-	want := []*model.Endpoint{{Address: "10.1.0.1", Port: 8080, ServicePortName: "http", Healthy: true, Namespace: "shop"}}
+	want := []*model.Endpoint{{Address: "10.1.0.1", Port: 8080, ServicePortName: "http", Healthy: true, Namespace: "shop", EndpointSlice: "a"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("endpoints (-want +got):\n%s", diff)
 	}

@@ -62,6 +62,9 @@ type Policy struct {
 	Ports map[uint32]Mode
 	// Warnings name the fields of the policies that were ignored.
 	Warnings []string
+	// Sources are the PeerAuthentications that decided, mesh-wide, then
+	// namespace, then workload (for explain); empty: the default.
+	Sources []*model.Config
 }
 
 // PortMode returns the mode of a workload port.
@@ -109,6 +112,7 @@ func WorkloadPolicy(s *model.SecurityPolicies, ns string, workloadLabels map[str
 		if c == nil {
 			continue
 		}
+		p.Sources = append(p.Sources, c)
 		if m := fromAPI(c.Spec.(*security.PeerAuthentication).GetMtls().GetMode()); m != ModeUnset {
 			p.Mode = m
 		}

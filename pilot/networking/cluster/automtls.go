@@ -152,3 +152,9 @@ func EndpointMetadata(labels map[string]string) *corev3.Metadata {
 func mayAutoMTLS(push *model.PushContext, svc *model.Service) bool {
 	return AutoMTLSEnabled(push.Mesh) && !svc.MeshExternal && svc.Resolution != model.Passthrough
 }
+
+// TargetPort is the workload port behind port of svc as the auto-mTLS
+// decision reads it (see ServiceClusters); explain reports it.
+func TargetPort(push *model.PushContext, svc *model.Service, port model.Port) uint32 {
+	return targetPort(push, svc, port)
+}

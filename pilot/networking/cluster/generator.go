@@ -189,8 +189,8 @@ func serviceDeps(push *model.PushContext, svc *model.Service, dr *model.Config) 
 	if mayAutoMTLS(push, svc) {
 		deps = append(deps, model.DependsOnAll(model.KindPeerAuthentication))
 	}
-	if dr != nil {
-		deps = append(deps, dr.Key())
+	for _, src := range push.DestinationRuleSources(dr) {
+		deps = append(deps, src.Key())
 	}
 	return deps
 }

@@ -44,6 +44,8 @@ type target struct {
 	// subset is the cluster's subset.
 	dr     *model.Config
 	subset string
+	// labels are the subset's labels (nil: every endpoint).
+	labels map[string]string
 	// locality is the locality load balancing the assignment gets for
 	// the proxy (see localitySetting); nil for none.
 	locality *localityLB
@@ -68,6 +70,9 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 	if subset != "" && model.Subset(t.dr, subset) == nil {
 		return t
 	}
+	if subset != "" {
+		t.labels = model.Subset(t.dr, subset).GetLabels()
+	}
 	t.ok = true
 	t.locality = localitySetting(push, t.dr, subset, portNum)
 	return t
@@ -81,11 +86,7 @@ func (t target) build(push *model.PushContext, name string) (*endpointv3.Cluster
 	if !t.ok {
 		return cla, nil
 	}
-	host, port := t.svc.Hostname, t.port
-	var labels map[string]string
-	if t.subset != "" {
-		labels = model.Subset(t.dr, t.subset).GetLabels()
-	}
+	host := t.svc.Hostname
 	withLabels := t.locality.usesLabels()
 	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
 	var labelsByLocality map[string][]map[string]string
@@ -93,7 +94,7 @@ func (t target) build(push *model.PushContext, name string) (*endpointv3.Cluster
 		labelsByLocality = map[string][]map[string]string{}
 	}
 	for _, e := range push.Endpoints.Endpoints(host) {
-		if e.ServicePortName != port.Name || !e.SubsetMatches(labels) {
+		if !t.selects(e) {
 			continue
 		}
 		group := byLocality[e.Locality]
@@ -122,4 +123,41 @@ func (t target) build(push *model.PushContext, name string) (*endpointv3.Cluster
 		}
 	}
 	return cla, endpointLabels
+}
+
+// selects reports whether endpoint e of the target's service belongs to
+// the cluster: it serves the port and carries the subset's labels.
+func (t target) selects(e *model.Endpoint) bool {
+	return e.ServicePortName == t.port.Name && e.SubsetMatches(t.labels)
+}
+
+// Members is what an EDS cluster name resolves to for a proxy: the
+// service, port, DestinationRule and subset, and the endpoints the
+// assignment is built from.
+type Members struct {
+	Service *model.Service
+	Port    model.Port
+	// DestinationRule is the rule the proxy sees for Service (nil: none);
+	// Subset the cluster's subset and its labels.
+	DestinationRule *model.Config
+	Subset          string
+	SubsetLabels    map[string]string
+	Endpoints       []*model.Endpoint
+}
+
+// MembersOf resolves name as BuildLoadAssignment does; false when the
+// name is no outbound cluster of a known service port and subset (its
+// assignment is empty).
+func MembersOf(proxy *model.Proxy, push *model.PushContext, name string) (Members, bool) {
+	t := resolve(proxy, push, name)
+	if !t.ok {
+		return Members{}, false
+	}
+	m := Members{Service: t.svc, Port: t.port, DestinationRule: t.dr, Subset: t.subset, SubsetLabels: t.labels}
+	for _, e := range push.Endpoints.Endpoints(t.svc.Hostname) {
+		if t.selects(e) {
+			m.Endpoints = append(m.Endpoints, e)
+		}
+	}
+	return m, true
 }

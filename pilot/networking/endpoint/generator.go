@@ -83,8 +83,8 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	}
 	tok := cache.Token(push)
 	deps := []model.ConfigKey{model.EndpointsDep(t.svc.Hostname), model.ServiceDep(t.svc.Hostname)}
-	if t.dr != nil {
-		deps = append(deps, key.Config)
+	for _, src := range push.DestinationRuleSources(t.dr) {
+		deps = append(deps, src.Key())
 	}
 	cla, labels := t.build(push, name)
 	t.locality.apply(cla, proxy, labels)

@@ -378,6 +378,25 @@ func (ps *Patches) Has(ctx Context, kinds ...networking.EnvoyFilter_ApplyTo) boo
 	return false
 }
 
+// Filters names ("namespace/name") the EnvoyFilters with a patch of one
+// of kinds that applies in ctx, in application order, each once.
+func (ps *Patches) Filters(ctx Context, kinds ...networking.EnvoyFilter_ApplyTo) []string {
+	if ps == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		for _, p := range ps.of(ctx, k) {
+			if !seen[p.f.name] {
+				seen[p.f.name] = true
+				out = append(out, p.f.name)
+			}
+		}
+	}
+	return out
+}
+
 // of returns the patches for kind in ctx.
 func (ps *Patches) of(ctx Context, kind networking.EnvoyFilter_ApplyTo) []*patch {
 	if ps == nil {

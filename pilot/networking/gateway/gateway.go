@@ -69,6 +69,12 @@ func serverKind(s *networking.Server) kind {
 	return kindTLSTCP
 }
 
+// Selected returns the Gateways that configure proxy, a router (nil for
+// a sidecar), as the gateway generators pick them.
+func Selected(proxy *model.Proxy, push *model.PushContext) []*model.Config {
+	return selected(proxy, push)
+}
+
 // selected returns the Gateways (of any namespace) whose selector matches
 // the labels of proxy, a router; an empty selector matches every router,
 // as in Istio.

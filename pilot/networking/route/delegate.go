@@ -35,6 +35,12 @@ type ScopedRoute struct {
 	Namespace string
 	// Path locates the route for errors: "http[1]", "http[1].delegate(ns/name).http[0]".
 	Path string
+	// Index is the position of the root VirtualService's http rule.
+	Index int
+	// Delegate, for a delegate's route, is the delegate VirtualService
+	// ("namespace/name") and DelegateIndex the position of its http rule.
+	Delegate      string
+	DelegateIndex int
 }
 
 // ExpandDelegates returns the http routes of vs (namespace ns) in order,
@@ -61,7 +67,7 @@ func ExpandDelegates(vs *networking.VirtualService, ns string, lookup DelegateLo
 		path := fmt.Sprintf("http[%d]", i)
 		d := h.GetDelegate()
 		if d == nil {
-			out = append(out, ScopedRoute{Route: h, Namespace: ns, Path: path})
+			out = append(out, ScopedRoute{Route: h, Namespace: ns, Path: path, Index: i})
 			continue
 		}
 		dns := d.GetNamespace()
@@ -92,7 +98,7 @@ func ExpandDelegates(vs *networking.VirtualService, ns string, lookup DelegateLo
 			if !ok {
 				continue
 			}
-			out = append(out, ScopedRoute{Route: merged, Namespace: dns, Path: dpath})
+			out = append(out, ScopedRoute{Route: merged, Namespace: dns, Path: dpath, Index: i, Delegate: dns + "/" + d.GetName(), DelegateIndex: j})
 		}
 	}
 	return out, warns

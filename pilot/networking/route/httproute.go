@@ -37,6 +37,9 @@ type Options struct {
 // Translation is a VirtualService translated into Envoy routes.
 type Translation struct {
 	Routes []*routev3.Route
+	// Origins are, index for index with Routes, the http rules (delegates
+	// expanded) each route was made from.
+	Origins []ScopedRoute
 	// Warnings name every field of the VirtualService (or its delegates)
 	// that the routes do not carry.
 	Warnings []string
@@ -85,6 +88,7 @@ func TranslateVirtualService(vs *networking.VirtualService, ns string, opts Opti
 				return Translation{}, fmt.Errorf("%s (%q): %w", s.Path, h.GetName(), err)
 			}
 			t.Routes = append(t.Routes, r)
+			t.Origins = append(t.Origins, s)
 			continue
 		}
 		for j, m := range h.GetMatch() {
@@ -107,6 +111,7 @@ func TranslateVirtualService(vs *networking.VirtualService, ns string, opts Opti
 				return Translation{}, fmt.Errorf("%s (%q): %w", s.Path, h.GetName(), err)
 			}
 			t.Routes = append(t.Routes, r)
+			t.Origins = append(t.Origins, s)
 		}
 	}
 	return t, nil

@@ -70,6 +70,37 @@ func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name s
 }
 
 func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Service, port uint32, log *slog.Logger) []*routev3.Route {
+	sr := ServiceRoutesFor(proxy, push, svc, port)
+	if sr.VirtualService != nil {
+		c := sr.VirtualService
+		for _, w := range sr.Warnings {
+			log.Warn("virtual service field not applied", "virtualservice", c.Namespace+"/"+c.Name, "field", w)
+		}
+		if sr.Err != nil {
+			log.Warn("virtual service not applied", "virtualservice", c.Namespace+"/"+c.Name, "host", svc.Hostname, "error", sr.Err)
+		}
+	}
+	return sr.Routes
+}
+
+// ServiceRoutes are the routes of one service's virtual host and what
+// decided them.
+type ServiceRoutes struct {
+	// VirtualService is the one that applies (nil: none does, or only one
+	// with tcp routes); the routes are its translation unless Err is set.
+	VirtualService *model.Config
+	Translation
+	// Err is why VirtualService could not be translated: then Routes is
+	// the default route, as when none applies.
+	Err error
+}
+
+// ServiceRoutesFor decides the routes of svc's virtual host on port for
+// proxy: the first VirtualService of PushContext.VirtualServicesFor with
+// http routes, translated, else the default route to the service's
+// cluster. The RDS generator and explain both use it.
+func ServiceRoutesFor(proxy *model.Proxy, push *model.PushContext, svc *model.Service, port uint32) ServiceRoutes {
+	var sr ServiceRoutes
 	// A VirtualService with tcp routes only does not route HTTP.
 	if vss := push.VirtualServicesFor(proxy, svc.Hostname); len(vss) > 0 && len(vss[0].Spec.(*networking.VirtualService).GetHttp()) > 0 {
 		c := vss[0]
@@ -78,18 +109,24 @@ func serviceRoutes(proxy *model.Proxy, push *model.PushContext, svc *model.Servi
 			Labels: proxy.Labels(), Delegates: PushDelegates(push),
 			HashPolicy: PushHashPolicies(push, proxy),
 		})
-		for _, w := range t.Warnings {
-			log.Warn("virtual service field not applied", "virtualservice", c.Namespace+"/"+c.Name, "field", w)
-		}
+		sr.VirtualService, sr.Warnings, sr.Err = c, t.Warnings, err
 		if err == nil {
-			return t.Routes
+			sr.Translation = t
+			return sr
 		}
-		log.Warn("virtual service not applied", "virtualservice", c.Namespace+"/"+c.Name, "host", svc.Hostname, "error", err)
 	}
 	r := DefaultRoute(clustername.Build(clustername.Outbound, "", svc.Hostname, port))
 	r.GetRoute().RetryPolicy = DefaultRetryPolicy()
 	r.GetRoute().HashPolicy = PushHashPolicies(push, proxy)(svc.Hostname, "", port)
-	return []*routev3.Route{r}
+	sr.Routes = []*routev3.Route{r}
+	return sr
+}
+
+// DestinationCluster returns the cluster a destination of a route of a
+// VirtualService in namespace ns sends to, on a route configuration of port.
+func DestinationCluster(d *networking.Destination, ns string, port uint32, domain string) string {
+	host, subset, p := destinationParts(d, ns, port, domain)
+	return clustername.Build(clustername.Outbound, subset, host, p)
 }
 
 // DefaultRoute sends every path to clusterName with no timeout: the route
