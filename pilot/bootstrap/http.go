@@ -6,8 +6,8 @@ import (
 
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/pilot/console"
-	"github.com/meshpilot/meshpilot/pilot/preview"
 	"github.com/meshpilot/meshpilot/pilot/explain/explainhttp"
+	"github.com/meshpilot/meshpilot/pilot/preview"
 )
 
 // httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
