@@ -126,6 +126,7 @@ func (s *DiscoveryServer) RegisterDebug(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/configz", s.configz)
 	mux.HandleFunc("GET /debug/registryz", s.registryz)
 	mux.HandleFunc("GET /debug/config_dump", s.configDump)
+	mux.HandleFunc("GET /debug/status", s.statusz)
 }
 
 // configEntry is one config object in /debug/configz.

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -227,4 +228,22 @@ func (c *Connection) statusUnchanged(ws *watchState, seq uint64) {
 func (c *Connection) snapshot() *model.PushContext {
 	c.roundSeq = c.s.pushSeq.Load()
 	return c.s.PushContext()
+}
+
+// statusz serves /debug/status: the status of every tracked object as a
+// JSON list, filtered by the kind, namespace and name query parameters.
+func (s *DiscoveryServer) statusz(w http.ResponseWriter, r *http.Request) {
+	if s.status == nil {
+		http.Error(w, "config status is off (PILOT_ENABLE_CONFIG_STATUS=false)", http.StatusNotFound)
+		return
+	}
+	q := r.URL.Query()
+	kind, ns, name := q.Get("kind"), q.Get("namespace"), q.Get("name")
+	out := []configstatus.ConfigStatus{}
+	for _, st := range s.status.All() {
+		if (kind == "" || string(st.Kind) == kind) && (ns == "" || st.Namespace == ns) && (name == "" || st.Name == name) {
+			out = append(out, st)
+		}
+	}
+	writeJSON(w, s.log, out)
 }
