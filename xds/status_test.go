@@ -1,8 +1,10 @@
 package xds
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,12 +33,17 @@ func (s *mutableStore) List(kind model.Kind) []model.Config {
 	return s.cfgs[kind]
 }
 
-// put replaces (or adds) c; del removes key.
+// put replaces (or adds) c, keeping the kind's list sorted by namespace
+// and name (the ConfigStore contract); del removes key.
 func (s *mutableStore) put(c model.Config) {
 	s.del(c.Key())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cfgs[c.Kind] = append(s.cfgs[c.Kind], c)
+	list := slices.Clone(s.cfgs[c.Kind])
+	i, _ := slices.BinarySearchFunc(list, c, func(a, b model.Config) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	s.cfgs[c.Kind] = slices.Insert(list, i, c)
 }
 
 func (s *mutableStore) del(key model.ConfigKey) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -313,6 +314,17 @@ func kindOf[T any](client func(c istioclient.Interface, ns string) typedStatusCl
 		}
 		return typedObject[T]{obj: obj, client: cl, meta: meta, field: field}, nil
 	}}
+}
+
+// StatusKinds lists the kinds whose status the StatusWriter writes, sorted
+// (the chart grants update on their status subresource; test/helm checks).
+func StatusKinds() []model.Kind {
+	out := make([]model.Kind, 0, len(statusKinds))
+	for k := range statusKinds {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // statusKinds are the kinds whose status is written: those with an
