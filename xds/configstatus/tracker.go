@@ -29,7 +29,7 @@ const (
 	MaxMessage = 512
 )
 
-// TrackedKinds are the Istio kinds whose status is tracked.
+// trackedKinds are the Istio kinds whose status is tracked.
 var trackedKinds = map[model.Kind]bool{
 	model.KindVirtualService: true, model.KindDestinationRule: true, model.KindGateway: true,
 	model.KindSidecar: true, model.KindServiceEntry: true, model.KindWorkloadEntry: true,
@@ -121,11 +121,11 @@ type object struct {
 	gen   int64
 	seq   uint64
 	start time.Time
-	// reached is sorted; shared between objects of one round with the same reach.
+	// reached are the numbers of the connections reached, sorted.
 	reached []uint64
 	types   []string
-	// settled: nothing pending or rejected; reported tells whether the
-	// propagation time was observed.
+	// settled: nothing pending or rejected (the propagation time was
+	// observed when it became so); rejected is what the gauge shows.
 	settled  bool
 	rejected int
 }
