@@ -27,7 +27,11 @@ func (s *Server) onConfigStatus(key model.ConfigKey) {
 func (s *Server) startStatusWriter(ctx context.Context) {
 	tracker := s.discovery.ConfigStatus()
 	elector := s.LeaderElector()
-	if s.kube == nil || !s.opts.WriteStatus || tracker == nil || elector == nil {
+	if s.kube == nil || !s.opts.WriteStatus || elector == nil {
+		return
+	}
+	if tracker == nil {
+		s.log.Warn("PILOT_ENABLE_STATUS is on but PILOT_ENABLE_CONFIG_STATUS is off: no config status is written")
 		return
 	}
 	w, err := configkube.NewStatusWriter(configkube.StatusWriterOptions{
