@@ -14,7 +14,7 @@ FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca
 	./pilot/agent/config:FuzzFromEnv ./pilot/agent/dns:FuzzParseQuery ./model:FuzzParseProxy ./pilot/ca/authn:FuzzParseSPIFFEID \
 	./pilot/ca/authn:FuzzJWTClaims ./xds:FuzzSotWRequests ./xds:FuzzDeltaRequests \
 	./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParseDoc ./pilot/config/file:FuzzNormalizeDurations \
-	./pilot/webhook/server:FuzzReview ./pilot/webhook/inject:FuzzAdmit
+	./pilot/webhook/server:FuzzReview ./pilot/webhook/inject:FuzzAdmit ./pilot/agent/wasm:FuzzConvert
 FUZZTIME ?= 10s
 # Golden tests (see internal/golden) and their packages; make golden rewrites them.
 GOLDEN_PKGS := ./pilot/networking/gateway ./pilot/networking/cluster ./pilot/networking/authz \
@@ -35,7 +35,8 @@ run: build
 	@echo "  xDS + CA over TLS:    localhost:15012 (self-signed root in memory; client certificates only, no cluster for tokens)"
 	@echo "  admission webhooks:   https://localhost:15017/validate  /inject (certificate from the same CA)"
 	@echo "  readiness:            http://localhost:8080/ready"
-	@echo "  debug:                http://localhost:8080/debug/registryz  /debug/configz  /debug/syncz  /debug/config_dump?proxyID=..."
+	@echo "  debug:                http://localhost:8080/debug/list  /debug/syncz  /debug/connectionz  /debug/config_dump?proxyID=..."
+	@echo "  console:              http://localhost:8080/ui/"
 	@echo "  metrics:              http://localhost:15014/metrics"
 	@echo "  edit examples/bookinfo/*.yaml and the change is pushed within the debounce window"
 	$(BIN)/pilot-discovery discovery --configDir examples/bookinfo --meshConfig examples/mesh.yaml

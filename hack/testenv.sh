@@ -5,7 +5,8 @@
 # packages) for the traffic-capture test in test/iptables; dig (Debian's
 # dnsutils) for the agent's DNS proxy tests; python3-grpcio (Debian) and
 # @grpc/grpc-js-xds (npm ci of test/e2e/proxyless's lock file) for the
-# proxyless clients test in test/e2e. Built binaries are
+# proxyless clients test in test/e2e; chromium (Debian) for the operator
+# console's browser test in pilot/console. Built binaries are
 # cached outside the work tree, keyed by version, so only the first run pays:
 #
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/meshpilot/kube-apiserver-<version>/kube-apiserver
@@ -190,6 +191,21 @@ install_grpc_js_xds() {
   publish "$tmp" "$dir" node_modules
 }
 
+# CHROMIUM is Debian's chromium, which the console's browser test drives
+# headless over the DevTools protocol.
+CHROMIUM=/usr/bin/chromium
+
+# install_chromium installs Debian's chromium for the operator console's
+# browser test (pilot/console), unless it is there.
+install_chromium() {
+  if [ -x "$CHROMIUM" ]; then
+    log "chromium present: $("$CHROMIUM" --version 2>/dev/null | head -1)"
+    return 0
+  fi
+  apt_install "chromium (browser test of pilot/console)" chromium
+  [ -x "$CHROMIUM" ] || die "installed chromium but $CHROMIUM is missing"
+}
+
 # install_apt installs the Debian packages one after the other: apt takes
 # one dpkg lock at a time, and the lock file keeps concurrent runs of this
 # script from colliding.
@@ -198,6 +214,7 @@ install_apt() {
   with_lock "$CACHE_ROOT/.apt.lock" install_netutils
   with_lock "$CACHE_ROOT/.apt.lock" install_dnsutils
   with_lock "$CACHE_ROOT/.apt.lock" install_python_grpc
+  with_lock "$CACHE_ROOT/.apt.lock" install_chromium
 }
 
 # build_tools NAME... builds the missing test tools (kube-apiserver, helm) in
@@ -317,14 +334,14 @@ cmd_install() {
   # etcd, iptables and iproute2 come from apt (network and disk) while the
   # Go build uses the CPUs.
   etcd_log=$(mktemp)
-  timed "etcd+iptables+iproute2+dnsutils+python3-grpcio" install_apt >"$etcd_log" 2>&1 &
+  timed "etcd+iptables+iproute2+dnsutils+python3-grpcio+chromium" install_apt >"$etcd_log" 2>&1 &
   etcd_pid=$!
   timed "kube-apiserver+helm" with_lock "$CACHE_ROOT/.tools.lock" build_tools kube-apiserver helm
   timed "@grpc/grpc-js-xds" with_lock "$CACHE_ROOT/.npm.lock" install_grpc_js_xds
   if ! wait "$etcd_pid"; then
     cat "$etcd_log" >&2
     rm -f "$etcd_log"
-    die "apt install (etcd, iptables, iproute2, dnsutils, python3-grpcio) failed"
+    die "apt install (etcd, iptables, iproute2, dnsutils, python3-grpcio, chromium) failed"
   fi
   cat "$etcd_log" >&2
   rm -f "$etcd_log"
@@ -340,6 +357,7 @@ cmd_env() {
   [ -x "$APISERVER_DIR/kube-apiserver" ] || missing+=("kube-apiserver $KUBE_VERSION")
   [ -x "$HELM_DIR/helm" ] || missing+=("helm $HELM_VERSION")
   python_grpc_ok || missing+=("python3-grpcio")
+  [ -x "$CHROMIUM" ] || missing+=("chromium")
   [ -f "$(grpc_js_dir)/node_modules/@grpc/grpc-js-xds/package.json" ] || missing+=("@grpc/grpc-js-xds")
   if [ "${#missing[@]}" -gt 0 ]; then
     die "not installed: ${missing[*]}; run \`make testenv\` (hack/testenv.sh install)"
@@ -349,6 +367,7 @@ cmd_env() {
   echo "export MESHPILOT_HELM=$HELM_DIR/helm"
   echo "export MESHPILOT_PYTHON3=$PYTHON3"
   echo "export MESHPILOT_GRPC_JS_XDS=$(grpc_js_dir)"
+  echo "export MESHPILOT_CHROMIUM=$CHROMIUM"
   # iptables and ip live in /usr/sbin, which a non-root PATH may lack.
   if ! command -v iptables-nft >/dev/null 2>&1; then
     echo 'export PATH="$PATH:/usr/sbin:/sbin"'

@@ -14,6 +14,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshpilot/meshpilot/internal/clientlog"
@@ -25,6 +26,9 @@ var errNotReady = status.Error(codes.Unavailable, "not ready: initial config not
 
 // errShutdown ends open streams when Run returns.
 var errShutdown = status.Error(codes.Unavailable, "server shutting down")
+
+// errForced ends a stream disconnected by /debug/force_disconnect.
+var errForced = status.Error(codes.Unavailable, "disconnected by /debug/force_disconnect")
 
 // Connection is one ADS stream of one proxy. Its state is written only by the
 // stream's own goroutine, under mu so that pushes and debug handlers can read it.
@@ -39,7 +43,12 @@ type Connection struct {
 	connectedAt time.Time
 	// version is the pilot_xds gauge label (versionLabels).
 	version string
-	log     *slog.Logger
+	// peer is the client's address, for /debug/adsz and /debug/connections.
+	peer string
+	log  *slog.Logger
+	// forced is closed by /debug/force_disconnect: the stream ends.
+	forced    chan struct{}
+	forceOnce sync.Once
 
 	// pending is the push waiting for the stream goroutine: requests that
 	// arrive while it is behind merge into it. kick (capacity 1) wakes the
@@ -159,7 +168,11 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		log:         clientlog.Limited(s.log.With(clientlog.String("conn", id))),
 		kick:        make(chan struct{}, 1),
 		stopped:     make(chan struct{}),
+		forced:      make(chan struct{}),
 		watches:     map[string]*watchState{},
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		c.peer = p.Addr.String()
 	}
 	c.statusConnected()
 	s.addConnection(c)
@@ -167,6 +180,9 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		clientlog.String("user_agent", proxy.UserAgentName), clientlog.String("user_agent_version", proxy.UserAgentVersion))
 	return c, nil
 }
+
+// forceDisconnect ends c's stream (with Unavailable: the proxy reconnects).
+func (c *Connection) forceDisconnect() { c.forceOnce.Do(func() { close(c.forced) }) }
 
 // disconnect unregisters c and gives back what it held.
 func (s *DiscoveryServer) disconnect(c *Connection) {

@@ -31,7 +31,8 @@ import (
 // maxListedNames is how many subscribed names syncz lists before giving only a count.
 const maxListedNames = 20
 
-// SyncStatus is one connection's entry in /debug/syncz.
+// SyncStatus is one connection's entry in /debug/connectionz, meshpilot's
+// detailed view of the protocol state (Istio's shape is /debug/syncz).
 type SyncStatus struct {
 	ConnectionID string    `json:"connectionId"`
 	NodeID       string    `json:"nodeId"`
@@ -114,19 +115,14 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-// RegisterDebug adds /debug/syncz, /debug/configz, /debug/registryz and
-// /debug/config_dump?proxyID= to mux. None of them shows key material:
+// RegisterDebug adds the debug endpoints to mux (debug_istio.go lists
+// them; /debug/list serves the list). None of them shows key material:
 // config_dump and configz redact every sensitive field as Envoy's admin
 // config_dump does (private keys, passwords, generic secrets, session
-// ticket keys), whatever generator or config produced it.
+// ticket keys), whatever generator or config produced it. All are
+// read-only but /debug/force_disconnect.
 func (s *DiscoveryServer) RegisterDebug(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/syncz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, s.log, s.SyncStatus())
-	})
-	mux.HandleFunc("GET /debug/configz", s.configz)
-	mux.HandleFunc("GET /debug/registryz", s.registryz)
-	mux.HandleFunc("GET /debug/config_dump", s.configDump)
-	mux.HandleFunc("GET /debug/status", s.statusz)
+	s.registerDebugHandlers(mux, true)
 }
 
 // configEntry is one config object in /debug/configz.
@@ -191,52 +187,6 @@ func (s *DiscoveryServer) registryz(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, e)
 	}
 	writeJSON(w, s.log, out)
-}
-
-// configDump is /debug/config_dump's answer for one proxy.
-type configDump struct {
-	ConnectionID string                       `json:"connectionId"`
-	NodeID       string                       `json:"nodeId"`
-	Version      string                       `json:"version"`
-	Resources    map[string][]json.RawMessage `json:"resources"`
-	Errors       map[string]string            `json:"errors,omitempty"`
-}
-
-func (s *DiscoveryServer) configDump(w http.ResponseWriter, r *http.Request) {
-	id := r.URL.Query().Get("proxyID")
-	if id == "" {
-		http.Error(w, "proxyID: missing", http.StatusBadRequest)
-		return
-	}
-	c := s.connection(id)
-	if c == nil {
-		http.Error(w, "proxyID "+id+": no such connected proxy", http.StatusNotFound)
-		return
-	}
-	pc := s.PushContext()
-	dump := configDump{ConnectionID: c.id, NodeID: c.proxy.ID, Version: pc.Version, Resources: map[string][]json.RawMessage{}}
-	for _, typeURL := range c.watchedTypes() {
-		gen := c.generator(typeURL)
-		if gen == nil {
-			continue
-		}
-		watched := c.watchedCopy(typeURL)
-		res, err := gen.Generate(c.proxy, pc, &watched, proxyRequest(pc))
-		short := model.ShortType(typeURL)
-		if err != nil {
-			if dump.Errors == nil {
-				dump.Errors = map[string]string{}
-			}
-			dump.Errors[short] = err.Error()
-			continue
-		}
-		list := []json.RawMessage{}
-		for _, r := range res {
-			list = append(list, anyJSON(r.GetResource()))
-		}
-		dump.Resources[short] = list
-	}
-	writeJSON(w, s.log, dump)
 }
 
 // watchedCopy returns a copy of c's watch of typeURL, safe to use off the stream goroutine.

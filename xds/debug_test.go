@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -55,7 +58,7 @@ func TestDebugEndpoints(t *testing.T) {
 	c.recvType(model.EndpointType)
 
 	var sync []SyncStatus
-	getJSON(t, srv, "/debug/syncz", http.StatusOK, &sync)
+	getJSON(t, srv, "/debug/connectionz", http.StatusOK, &sync)
 	if len(sync) != 1 || sync[0].NodeID != testNode("pod1", nil).GetId() || sync[0].Types["cds"].AckedNonce != r.GetNonce() ||
 		!sync[0].Types["cds"].Wildcard || sync[0].Types["eds"].SubscribedCount != 1 || sync[0].Types["eds"].SentNonce == "" {
 		t.Fatalf("syncz = %+v", sync)
@@ -76,18 +79,51 @@ func TestDebugEndpoints(t *testing.T) {
 		t.Fatalf("registryz = %+v", services)
 	}
 
-	for _, id := range []string{sync[0].ConnectionID, sync[0].NodeID} {
-		var dump configDump
-		getJSON(t, srv, "/debug/config_dump?proxyID="+url.QueryEscape(id), http.StatusOK, &dump)
-		if len(dump.Resources["cds"]) != 2 || len(dump.Resources["eds"]) != 1 {
-			t.Fatalf("config_dump(%s) = %+v", id, dump)
+	for _, id := range []string{sync[0].ConnectionID, sync[0].NodeID, "pod1.default"} {
+		dump := getConfigDump(t, srv, "/debug/config_dump?include_eds&proxyID="+url.QueryEscape(id))
+		var clusters adminv3.ClustersConfigDump
+		var eps adminv3.EndpointsConfigDump
+		for _, a := range dump.GetConfigs() {
+			switch {
+			case a.MessageIs(&clusters):
+				if err := a.UnmarshalTo(&clusters); err != nil {
+					t.Fatal(err)
+				}
+			case a.MessageIs(&eps):
+				if err := a.UnmarshalTo(&eps); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-		if !strings.Contains(string(dump.Resources["cds"][0]), "type.googleapis.com/envoy.config.cluster.v3.Cluster") {
-			t.Fatalf("cluster not rendered as protojson: %s", dump.Resources["cds"][0])
+		if len(clusters.GetDynamicActiveClusters()) != 2 || len(eps.GetDynamicEndpointConfigs()) != 1 {
+			t.Fatalf("config_dump(%s) = %v", id, dump)
+		}
+		if !clusters.GetDynamicActiveClusters()[0].GetCluster().MessageIs(&clusterv3.Cluster{}) {
+			t.Fatalf("dynamic cluster is a %s", clusters.GetDynamicActiveClusters()[0].GetCluster().GetTypeUrl())
 		}
 	}
 	getJSON(t, srv, "/debug/config_dump?proxyID=nobody", http.StatusNotFound, nil)
 	getJSON(t, srv, "/debug/config_dump", http.StatusBadRequest, nil)
+}
+
+// getConfigDump GETs path and decodes an Envoy ConfigDump, as istioctl
+// proxy-config --file does.
+func getConfigDump(t *testing.T, srv *httptest.Server, path string) *adminv3.ConfigDump {
+	t.Helper()
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d: %s", path, resp.StatusCode, body)
+	}
+	dump := &adminv3.ConfigDump{}
+	if err := protojson.Unmarshal(body, dump); err != nil {
+		t.Fatalf("GET %s: not a ConfigDump: %v: %s", path, err, body)
+	}
+	return dump
 }
 
 func TestAnyJSONToleratesUnknownTypes(t *testing.T) {

@@ -26,6 +26,12 @@ func (s *DiscoveryServer) streamDelta(stream deltaStream) error {
 		func(c *Connection, req *discovery.DeltaDiscoveryRequest) error { return c.handleDelta(stream, req) },
 		func(c *Connection, req *model.PushRequest, queued time.Time) error {
 			return c.pushDelta(stream, req, queued)
+		},
+		func(first *discovery.DeltaDiscoveryRequest) (bool, error) {
+			if !IsDebugType(first.GetTypeUrl()) {
+				return false, nil
+			}
+			return true, status.Errorf(codes.Unimplemented, "delta request: type_url %q: debug types are served on state-of-the-world streams, as istioctl uses", clientlog.Truncate(first.GetTypeUrl(), 100))
 		})
 }
 
@@ -323,6 +329,7 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 		TypeUrl:           typeURL,
 		RemovedResources:  removed,
 		Nonce:             newNonce(),
+		ControlPlane:      c.s.controlPlane,
 	}
 	return &outgoing{
 		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: push.Version, seq: c.roundSeq, size: size, start: start,

@@ -8,10 +8,12 @@ package xds
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
@@ -61,6 +63,12 @@ type Options struct {
 	// interceptor authenticated for the stream (nil when none); it becomes
 	// the connection's Proxy.VerifiedIdentity after Authorize admitted it.
 	VerifiedIdentity func(ctx context.Context) *model.VerifiedIdentity
+	// InstanceID names this replica in the control_plane identifier of
+	// every response (controlplane.go): the pod name; empty takes the host name.
+	InstanceID string
+	// SystemNamespace is the control plane's namespace: authenticated
+	// callers of it may use every debug type (istiodebug.go).
+	SystemNamespace string
 	// DisableConfigStatus turns off config status tracking
 	// (PILOT_ENABLE_CONFIG_STATUS=false; see status.go).
 	DisableConfigStatus bool
@@ -112,6 +120,13 @@ type DiscoveryServer struct {
 
 	// cache is env.Cache, shared by generators through the PushContext.
 	cache *model.XDSCache
+
+	// controlPlane is sent on every response; instance is its content.
+	controlPlane *corev3.ControlPlane
+	instance     ControlPlaneInstance
+	// debugMux serves the istio.io/debug type: the read-only debug
+	// handlers, reached over ADS (istiodebug.go).
+	debugMux *http.ServeMux
 
 	// flow holds the byte budgets of responses sent and not yet answered
 	// (flow.go); stopCtx is cancelled when Run returns.
@@ -168,6 +183,9 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 		s.status = configstatus.New(m, opts.OnConfigStatus)
 	}
 	s.stopCtx, s.stopCtxCancel = context.WithCancel(context.Background())
+	s.controlPlane, s.instance = newControlPlane(opts.InstanceID)
+	s.debugMux = http.NewServeMux()
+	s.registerDebugHandlers(s.debugMux, false)
 	if env.Cache == nil {
 		env.Cache = model.NewXDSCache(cacheOptions(opts.Metrics))
 	}
@@ -346,17 +364,22 @@ func (s *DiscoveryServer) removeConnection(c *Connection) {
 	}
 }
 
-// connection finds a connection by connection ID or node ID.
+// connection finds a connection by connection ID, node ID, or
+// "POD.NAMESPACE" (the proxy ID istioctl passes); of several connections of
+// one pod, the newest.
 func (s *DiscoveryServer) connection(id string) *Connection {
 	s.connMu.RLock()
 	defer s.connMu.RUnlock()
 	if c, ok := s.conns[id]; ok {
 		return c
 	}
+	var found *Connection
 	for _, c := range s.conns {
-		if c.proxy.ID == id {
-			return c
+		if c.proxy.ID == id || c.proxy.PodName+"."+c.proxy.Namespace == id {
+			if found == nil || c.connectedAt.After(found.connectedAt) {
+				found = c
+			}
 		}
 	}
-	return nil
+	return found
 }

@@ -28,6 +28,12 @@ func (s *DiscoveryServer) streamSotW(stream sotwStream) error {
 		func(c *Connection, req *discovery.DiscoveryRequest) error { return c.handleSotW(stream, req) },
 		func(c *Connection, req *model.PushRequest, queued time.Time) error {
 			return c.pushSotW(stream, req, queued)
+		},
+		func(first *discovery.DiscoveryRequest) (bool, error) {
+			if !IsDebugType(first.GetTypeUrl()) {
+				return false, nil
+			}
+			return true, s.serveDebug(stream, first)
 		})
 }
 
@@ -177,10 +183,11 @@ func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.
 	}
 	ws.responses++
 	resp := &discovery.DiscoveryResponse{
-		VersionInfo: fmt.Sprintf("%s/%d", push.Version, ws.responses),
-		Resources:   anys,
-		TypeUrl:     typeURL,
-		Nonce:       newNonce(),
+		VersionInfo:  fmt.Sprintf("%s/%d", push.Version, ws.responses),
+		Resources:    anys,
+		TypeUrl:      typeURL,
+		Nonce:        newNonce(),
+		ControlPlane: c.s.controlPlane,
 	}
 	return &outgoing{
 		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: resp.GetVersionInfo(), seq: c.roundSeq, size: size, start: start,

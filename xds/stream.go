@@ -18,8 +18,12 @@ type request interface{ GetNode() *corev3.Node }
 // handles, one at a time, the client's requests (read by a separate
 // goroutine) and the pushes queued for it (Connection.enqueue), so a stream
 // is only ever written from here. It ends with the stream, the server, or an error.
+//
+// debug, when the first request asks for a debug type (istiodebug.go),
+// serves the whole stream instead: such a stream is no proxy connection.
 func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func() (R, error), delta bool,
-	handle func(*Connection, R) error, push func(*Connection, *model.PushRequest, time.Time) error) (err error) {
+	handle func(*Connection, R) error, push func(*Connection, *model.PushRequest, time.Time) error,
+	debug func(first R) (bool, error)) (err error) {
 	if err := s.accepting(); err != nil {
 		return err
 	}
@@ -27,6 +31,9 @@ func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func()
 	first, err := recv()
 	if err != nil {
 		return streamEnd(err)
+	}
+	if served, err := debug(first); served {
+		return err
 	}
 	c, err := s.connect(ctx, first.GetNode(), delta)
 	if err != nil {
@@ -60,6 +67,9 @@ func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func()
 			return nil
 		case <-s.stopped:
 			return errShutdown
+		case <-c.forced:
+			c.log.Info("proxy disconnected by /debug/force_disconnect")
+			return errForced
 		}
 	}
 }

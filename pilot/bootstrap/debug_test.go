@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/internal/redact"
@@ -152,14 +155,14 @@ func TestDebugEndpointsNeverShowKeys(t *testing.T) {
 		ConnectionID, NodeID string
 		Types                map[string]json.RawMessage
 	}
-	code, body := get(t, debug, "/debug/syncz")
+	code, body := get(t, debug, "/debug/connectionz")
 	if err := json.Unmarshal([]byte(body), &syncz); code != http.StatusOK || err != nil || len(syncz) != 1 || len(syncz[0].Types) != 3 {
-		t.Fatalf("syncz: %d %v: %s", code, err, body)
+		t.Fatalf("connectionz: %d %v: %s", code, err, body)
 	}
-	bodies := map[string]string{"/debug/syncz": body}
-	paths := []string{"/debug/configz", "/debug/registryz",
+	bodies := map[string]string{"/debug/connectionz": body}
+	paths := []string{"/debug/syncz", "/debug/configz", "/debug/registryz", "/debug/adsz",
 		"/debug/config_dump?proxyID=" + url.QueryEscape(syncz[0].ConnectionID),
-		"/debug/config_dump?proxyID=" + url.QueryEscape(syncz[0].NodeID)}
+		"/debug/config_dump?include_eds&proxyID=" + url.QueryEscape(syncz[0].NodeID)}
 	for _, p := range paths {
 		code, body := get(t, debug, p)
 		if code != http.StatusOK {
@@ -174,26 +177,46 @@ func TestDebugEndpointsNeverShowKeys(t *testing.T) {
 			}
 		}
 	}
-	var dump struct {
-		Resources map[string][]json.RawMessage
-	}
-	if err := json.Unmarshal([]byte(bodies[paths[2]]), &dump); err != nil {
+	dump := &adminv3.ConfigDump{}
+	if err := protojson.Unmarshal([]byte(bodies[paths[4]]), dump); err != nil {
 		t.Fatal(err)
 	}
-	if len(dump.Resources["cds"]) == 0 || len(dump.Resources["lds"]) == 0 || len(dump.Resources["sds"]) != 2 {
-		t.Fatalf("config_dump lacks a type: %d clusters, %d listeners, %d secrets", len(dump.Resources["cds"]), len(dump.Resources["lds"]), len(dump.Resources["sds"]))
+	var clusters adminv3.ClustersConfigDump
+	var listeners adminv3.ListenersConfigDump
+	var secrets adminv3.SecretsConfigDump
+	for _, a := range dump.GetConfigs() {
+		for _, m := range []proto.Message{&clusters, &listeners, &secrets} {
+			if a.MessageIs(m) {
+				if err := a.UnmarshalTo(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
-	sds := string(dump.Resources["sds"][0]) + string(dump.Resources["sds"][1])
-	if !strings.Contains(sds, base64.StdEncoding.EncodeToString([]byte(redact.Redacted))) ||
-		!strings.Contains(sds, base64.StdEncoding.EncodeToString(cert)) {
-		t.Errorf("config_dump sds does not show the certificate and a redacted key: %s", sds)
+	if len(clusters.GetDynamicActiveClusters()) == 0 || len(listeners.GetDynamicListeners()) == 0 || len(secrets.GetDynamicActiveSecrets()) != 2 {
+		t.Fatalf("config_dump lacks a type: %d clusters, %d listeners, %d secrets",
+			len(clusters.GetDynamicActiveClusters()), len(listeners.GetDynamicListeners()), len(secrets.GetDynamicActiveSecrets()))
+	}
+	var sawCert, sawRedacted bool
+	for _, ds := range secrets.GetDynamicActiveSecrets() {
+		sec := &tlsv3.Secret{}
+		if err := ds.GetSecret().UnmarshalTo(sec); err != nil {
+			t.Fatal(err)
+		}
+		if tc := sec.GetTlsCertificate(); tc != nil {
+			sawCert = string(tc.GetCertificateChain().GetInlineBytes()) == string(cert)
+			sawRedacted = string(tc.GetPrivateKey().GetInlineBytes()) == redact.Redacted
+		}
+	}
+	if !sawCert || !sawRedacted {
+		t.Errorf("config_dump secrets do not show the certificate and a redacted key: %v", &secrets)
 	}
 
 	httpAddr := srv.HTTPListenAddr()
 	if code, _ := get(t, httpAddr, "/ready"); code != http.StatusOK {
 		t.Errorf("/ready on --httpAddr: %d", code)
 	}
-	for _, p := range append([]string{"/debug/syncz", "/debug/pprof/"}, paths...) {
+	for _, p := range append([]string{"/debug/connectionz", "/debug/pprof/"}, paths...) {
 		if code, _ := get(t, httpAddr, p); code != http.StatusNotFound {
 			t.Errorf("GET %s on --httpAddr: %d, want 404 (debug is on --debugAddr)", p, code)
 		}

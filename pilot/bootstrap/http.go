@@ -3,6 +3,8 @@ package bootstrap
 import (
 	"net/http"
 	"net/http/pprof"
+
+	"github.com/meshpilot/meshpilot/pilot/console"
 )
 
 // httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
@@ -33,9 +35,11 @@ func (s *Server) httpMux() *http.ServeMux {
 // configz, registryz, config_dump; secrets redacted) and Go's profiles,
 // where istiod serves them too (go tool pprof http://HOST:PORT/debug/pprof/profile).
 // They reveal the mesh's configuration, hence --debugAddr (the chart binds
-// it to 127.0.0.1).
+// it to 127.0.0.1). The operator console (/ui/) shows the same and goes
+// where they go.
 func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
 	s.discovery.RegisterDebug(mux)
+	console.New(console.FromDiscovery(s.discovery, s.reg), s.log.With("component", "console")).Register(mux)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -110,6 +110,8 @@ func NewServer(opts Options) (*Server, error) {
 	ds := xds.NewDiscoveryServer(env, gens, xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		VerifiedIdentity:  verifiedIdentity,
+		InstanceID:        opts.PodName,
+		SystemNamespace:   opts.Namespace,
 		Log:               log.With("component", "xds"),
 		Metrics:           metrics,
 		DebounceAfter:     opts.DebounceAfter,
@@ -297,6 +299,10 @@ func (s *Server) DebugListenAddr() string {
 
 // Discovery exposes the ADS server (tests, load tools in-process).
 func (s *Server) Discovery() *xds.DiscoveryServer { return s.discovery }
+
+// Gatherer exposes the server's metrics registry, what /metrics serves
+// (tests, the console's convergence histogram in-process).
+func (s *Server) Gatherer() prometheus.Gatherer { return s.reg }
 
 // sendTimeout maps PILOT_XDS_SEND_TIMEOUT (0: no timeout, as Istio) to
 // xds.Options.SendTimeout (negative: no timeout).

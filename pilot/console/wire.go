@@ -1,0 +1,52 @@
+package console
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/xds"
+)
+
+// FromDiscovery returns the sources a discovery server offers: its
+// connections, the convergence histogram in g (the server's registry), and
+// the config objects of its current PushContext (no per-object status
+// yet). Explain and Preview stay nil until their engines are wired.
+func FromDiscovery(d *xds.DiscoveryServer, g prometheus.Gatherer) Sources {
+	return Sources{
+		Proxies: func() []ProxyRow { return ProxyRows(d.SyncStatus(), d.ConnectedProxies()) },
+		Convergence: func() (Histogram, error) {
+			return GatherHistogram(g, ConvergenceMetric)
+		},
+		Configs: func() []ConfigRow { return ConfigRows(d.PushContext()) },
+	}
+}
+
+// ConfigRows lists the config objects of push (none before the first
+// build), sorted by kind, namespace and name.
+func ConfigRows(push *model.PushContext) []ConfigRow {
+	if push == nil {
+		return nil
+	}
+	var rows []ConfigRow
+	for _, list := range [][]model.Config{push.VirtualServices(), push.DestinationRules(),
+		push.Gateways(), push.Sidecars(), push.EnvoyFilters()} {
+		for i := range list {
+			c := &list[i]
+			rows = append(rows, ConfigRow{Kind: string(c.Kind), Namespace: c.Namespace, Name: c.Name,
+				Generation: c.Generation, Source: c.Source})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return rows
+}
