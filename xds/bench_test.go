@@ -70,6 +70,12 @@ func benchMesh(b *testing.B, services, proxies int, delta bool) (*DiscoveryServe
 // benchMeshCache is benchMesh; cache=false runs without the resource cache.
 func benchMeshCache(b *testing.B, services, proxies int, delta, cache bool) (*DiscoveryServer, *fakeRegistry, []*benchProxy) {
 	b.Helper()
+	return benchMeshWith(b, services, proxies, delta, cache, nil)
+}
+
+// benchMeshWith is benchMeshCache with a hook on the environment and the server's options.
+func benchMeshWith(b *testing.B, services, proxies int, delta, cache bool, mutate func(*model.Environment, *Options)) (*DiscoveryServer, *fakeRegistry, []*benchProxy) {
+	b.Helper()
 	in := nt.Scale(services)
 	env := in.Environment()
 	reg := &fakeRegistry{}
@@ -84,6 +90,9 @@ func benchMeshCache(b *testing.B, services, proxies int, delta, cache bool) (*Di
 	// this, flow control would hold each round until ackWait ran out. Real
 	// clients answer; pilot-load measures flow control with them.
 	opts.MaxInflightBytes = 1 << 40
+	if mutate != nil {
+		mutate(env, &opts)
+	}
 	s := NewDiscoveryServer(env, gens, opts)
 	if !cache {
 		env.Cache, s.cache = nil, nil

@@ -146,7 +146,8 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		dst  *bool
 	}{{"PILOT_ENABLE_EDS_DEBOUNCE", &opts.EnableEDSDebounce}, {"XDS_AUTH", &opts.CA.XDSAuth},
 		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}, {"ENABLE_DEBUG_ON_HTTP", &opts.EnableDebugOnHTTP},
-		{"ENABLE_NATIVE_SIDECARS", &opts.NativeSidecars}}
+		{"ENABLE_NATIVE_SIDECARS", &opts.NativeSidecars},
+		{"PILOT_ENABLE_CONFIG_STATUS", &opts.ConfigStatus}, {"PILOT_ENABLE_STATUS", &opts.WriteStatus}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)
@@ -175,6 +176,25 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 			return fmt.Errorf("PILOT_PUSH_THROTTLE=%q: %w", v, err)
 		}
 		opts.PushThrottle = n
+	}
+	return applyStatusEnv(opts, getenv)
+}
+
+// applyStatusEnv reads the config status writer's rate (Istio's names).
+func applyStatusEnv(opts *bootstrap.Options, getenv func(string) string) error {
+	if v := getenv("PILOT_STATUS_QPS"); v != "" {
+		q, err := strconv.ParseFloat(v, 64)
+		if err != nil || q < 0 {
+			return fmt.Errorf("PILOT_STATUS_QPS=%q: want a number >= 0", v)
+		}
+		opts.StatusQPS = q
+	}
+	if v := getenv("PILOT_STATUS_BURST"); v != "" {
+		b, err := strconv.Atoi(v)
+		if err != nil || b < 0 {
+			return fmt.Errorf("PILOT_STATUS_BURST=%q: want an integer >= 0", v)
+		}
+		opts.StatusBurst = b
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
@@ -43,6 +44,10 @@ type kubeSources struct {
 	access  *credentialaccess.Cache
 	// server receives the changes; set by bind before Start.
 	server *Server
+	// istio is the Istio clientset; statusWriter writes config status
+	// while this replica leads (status.go), nil before.
+	istio        istioclient.Interface
+	statusWriter atomic.Pointer[configkube.StatusWriter]
 }
 
 // kubeRestConfig resolves how to reach the API server.
@@ -91,7 +96,7 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
-	k := &kubeSources{client: client, filter: kubereg.NewNamespaceFilter(), store: memory.New()}
+	k := &kubeSources{client: client, filter: kubereg.NewNamespaceFilter(), store: memory.New(), istio: istio}
 	k.registry, err = kubereg.NewController(kubereg.ControllerOptions{
 		Client: client, Domain: opts.Domain, Endpoints: endpoints, Filter: k.filter,
 		OnChange: k.onRegistryChange, OnPodsChanged: k.onPodsChanged, Log: log.With("registry", "kube"),

@@ -94,7 +94,20 @@ type Options struct {
 	// SidecarContainers feature may be off, and a kubelet that ignores
 	// restartPolicy: Always would wait forever for istio-proxy to exit).
 	NativeSidecars bool
-	Log            *slog.Logger
+	// ConfigStatus (PILOT_ENABLE_CONFIG_STATUS, default true) tracks, per
+	// Istio object, which proxies its last change reached and which
+	// applied or rejected it (/debug/status, docs/status.md).
+	ConfigStatus bool
+	// WriteStatus (PILOT_ENABLE_STATUS, Istio's name and default false)
+	// has the leader write that status to the objects' status field in
+	// Kubernetes mode; it needs ConfigStatus.
+	WriteStatus bool
+	// StatusQPS and StatusBurst (PILOT_STATUS_QPS, PILOT_STATUS_BURST, as
+	// Istio's) bound the status writer's API calls; zero takes
+	// configkube.DefaultStatusQPS and DefaultStatusBurst.
+	StatusQPS   float64
+	StatusBurst int
+	Log         *slog.Logger
 }
 
 // DefaultOptions are Istio's defaults.
@@ -120,6 +133,7 @@ func DefaultOptions() Options {
 		// As istiod, which reads ingress credentials from every namespace.
 		GatewayCredentials: true,
 		NativeSidecars:     true,
+		ConfigStatus:       true,
 	}
 }
 

@@ -119,6 +119,9 @@ func NewServer(opts Options) (*Server, error) {
 		EnableEDSDebounce: opts.EnableEDSDebounce,
 		PushThrottle:      opts.PushThrottle,
 		SendTimeout:       sendTimeout(opts.SendTimeout),
+
+		DisableConfigStatus: !opts.ConfigStatus,
+		OnConfigStatus:      func(k model.ConfigKey) { s.onConfigStatus(k) },
 	})
 	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
@@ -203,6 +206,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.discovery.Listener(s.grpcLis)) })
 	s.goServe("push", func() error { return s.discovery.Run(ctx) })
+	s.startStatusWriter(ctx)
 
 	if s.secure != nil {
 		if err := s.startSecure(ctx, secureLis); err != nil {

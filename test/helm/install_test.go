@@ -151,10 +151,11 @@ func serviceAccountClient(t *testing.T, env *kubetest.Env) kubernetes.Interface 
 // review asks the API server's authorizer whether the caller may do a.
 func review(ctx context.Context, t *testing.T, cs kubernetes.Interface, a access) (bool, string) {
 	t.Helper()
+	resource, sub, _ := strings.Cut(a.Resource, "/")
 	ssar := &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Group: a.Group, Resource: a.Resource, Verb: a.Verb, Namespace: a.Namespace,
+				Group: a.Group, Resource: resource, Subresource: sub, Verb: a.Verb, Namespace: a.Namespace,
 			},
 		},
 	}

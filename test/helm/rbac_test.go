@@ -102,6 +102,22 @@ func watchedIstioKinds() []access {
 	return sortedAccess(out)
 }
 
+// statusWriteAccess is update on the status subresource of the kinds
+// whose config status pilot/config/kube's StatusWriter writes
+// (discovery.status.write, default true).
+func statusWriteAccess() []access {
+	crds := configkube.Kinds()
+	var out []access
+	for _, k := range configkube.StatusKinds() {
+		plural, group, ok := strings.Cut(crds[k], ".")
+		if !ok {
+			panic(fmt.Sprintf("pilot/config/kube: no CRD for status kind %s", k))
+		}
+		out = append(out, access{Group: group, Resource: plural + "/status", Verb: "update"})
+	}
+	return out
+}
+
 // credentialsOffDenied are denied with gateways.credentials.enabled=false:
 // no Secret is readable outside the release namespace, and none is listable.
 var credentialsOffDenied = []access{
@@ -129,6 +145,7 @@ func wantAccessFor(ns string, credentials bool) []access {
 			out = append(out, access{k.Group, k.Resource, v, ""})
 		}
 	}
+	out = append(out, statusWriteAccess()...)
 	out = appendGrants(out, namespaceAccess, ns)
 	return sortedAccess(out)
 }
@@ -158,7 +175,9 @@ func expandRules(t *testing.T, kind, name string, rules []rbacv1.PolicyRule, ns 
 		for _, g := range r.APIGroups {
 			for _, res := range r.Resources {
 				for _, v := range r.Verbs {
-					if g == "*" || res == "*" || v == "*" || strings.Contains(res, "/") {
+					// The one subresource granted: update on status (config status).
+					statusUpdate := strings.HasSuffix(res, "/status") && v == "update" && !strings.Contains(strings.TrimSuffix(res, "/status"), "/")
+					if g == "*" || strings.Contains(res, "*") || v == "*" || (strings.Contains(res, "/") && !statusUpdate) {
 						t.Errorf("%s: wildcard or subresource grant %q %q %q", where, g, res, v)
 					}
 					out = append(out, access{g, res, v, ns})
