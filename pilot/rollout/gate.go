@@ -53,7 +53,9 @@ type Candidate struct {
 
 // Gate is the rollout state of every object. It is safe for concurrent use.
 type Gate struct {
-	now func() time.Time
+	// store is the config store as it is (what canaries are served).
+	store model.ConfigStore
+	now   func() time.Time
 
 	mu sync.Mutex
 	// known is the admitted version of every object: what every proxy
@@ -78,21 +80,25 @@ type rollout struct {
 	deadline time.Time
 }
 
-// NewGate returns a Gate with nothing admitted; now is the clock (nil: time.Now).
-func NewGate(now func() time.Time) *Gate {
+// NewGate returns a Gate over store with nothing admitted; now is the
+// clock (nil: time.Now).
+func NewGate(store model.ConfigStore, now func() time.Time) *Gate {
 	if now == nil {
 		now = time.Now
 	}
-	return &Gate{now: now, known: map[model.ConfigKey]model.Config{}, rolls: map[model.ConfigKey]*rollout{}, canaryOf: map[string]int{}}
+	return &Gate{store: store, now: now, known: map[model.ConfigKey]model.Config{}, rolls: map[model.ConfigKey]*rollout{}, canaryOf: map[string]int{}}
 }
 
-// Admit admits every object of kinds in store as it is: the initial
+// Store is the config store as it is: what canaries are served from.
+func (g *Gate) Store() model.ConfigStore { return g.store }
+
+// Admit admits every object of kinds as it is in the store: the initial
 // configuration is served to everyone, annotated or not.
-func (g *Gate) Admit(store model.ConfigStore, kinds []model.Kind) {
+func (g *Gate) Admit(kinds []model.Kind) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, kind := range kinds {
-		for _, c := range store.List(kind) {
+		for _, c := range g.store.List(kind) {
 			g.known[c.Key()] = c
 		}
 	}
@@ -103,12 +109,12 @@ func (g *Gate) Admit(store model.ConfigStore, kinds []model.Kind) {
 // from the stable view); any other change is admitted, ending a rollout
 // of that object. It returns the keys of rollouts that started and need
 // SelectCanaries.
-func (g *Gate) Observe(store model.ConfigStore, keys []model.ConfigKey) []model.ConfigKey {
+func (g *Gate) Observe(keys []model.ConfigKey) []model.ConfigKey {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var started []model.ConfigKey
 	for _, k := range keys {
-		cur, ok := find(store, k)
+		cur, ok := find(g.store, k)
 		if !ok {
 			// Deletions are not held.
 			delete(g.known, k)

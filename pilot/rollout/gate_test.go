@@ -51,8 +51,8 @@ func setup(t *testing.T, initial ...model.Config) (*Gate, *memory.Store, *clock)
 	store := memory.New()
 	store.Replace(initial)
 	clk := &clock{t: time.Unix(1000, 0)}
-	g := NewGate(clk.now)
-	g.Admit(store, []model.Kind{model.KindVirtualService})
+	g := NewGate(store, clk.now)
+	g.Admit([]model.Kind{model.KindVirtualService})
 	return g, store, clk
 }
 
@@ -61,10 +61,10 @@ func setup(t *testing.T, initial ...model.Config) (*Gate, *memory.Store, *clock)
 // applied it, it is admitted and returned for a push to everyone.
 func TestCanaryPromoted(t *testing.T) {
 	g, store, _ := setup(t, vs("r", 1, "v1", canary))
-	stable := g.Stable(store)
+	stable := g.Stable()
 	keys := store.Replace([]model.Config{vs("r", 2, "v2", canary)})
 
-	started := g.Observe(store, keys)
+	started := g.Observe(keys)
 	if len(started) != 1 {
 		t.Fatalf("started %v, want the VirtualService", started)
 	}
@@ -97,7 +97,7 @@ func TestCanaryPromoted(t *testing.T) {
 		t.Fatal("still canarying after promotion")
 	}
 	// The promotion's own push does not forget the promoted state.
-	g.Observe(store, keys)
+	g.Observe(keys)
 	if st, _ := g.State(started[0]); st.Phase != PhasePromoted || st.Acked != 10 {
 		t.Fatalf("state %+v, want Promoted with 10 acked", st)
 	}
@@ -110,9 +110,9 @@ func TestCanaryPromoted(t *testing.T) {
 // stable version.
 func TestCanaryRejected(t *testing.T) {
 	g, store, _ := setup(t, vs("r", 1, "v1", canary))
-	stable := g.Stable(store)
+	stable := g.Stable()
 	keys := store.Replace([]model.Config{vs("r", 2, "bad", canary)})
-	k := g.Observe(store, keys)[0]
+	k := g.Observe(keys)[0]
 	g.SelectCanaries(k, proxies(100))
 	st, _ := g.State(k)
 	g.Applied(k, st.Canaries[0])
@@ -131,10 +131,10 @@ func TestCanaryRejected(t *testing.T) {
 	}
 	resync := vs("r", 2, "bad", canary)
 	resync.ResourceVersion = "status-write"
-	if s := g.Observe(store, store.Replace([]model.Config{resync})); len(s) != 0 {
+	if s := g.Observe(store.Replace([]model.Config{resync})); len(s) != 0 {
 		t.Fatalf("a same-generation update restarted the rollout: %v", s)
 	}
-	if s := g.Observe(store, store.Replace([]model.Config{vs("r", 3, "v3", canary)})); len(s) != 1 {
+	if s := g.Observe(store.Replace([]model.Config{vs("r", 3, "v3", canary)})); len(s) != 1 {
 		t.Fatal("a new generation did not start a rollout")
 	}
 	if got := subsetOf(t, stable, "r"); got != "v1" {
@@ -146,7 +146,7 @@ func TestCanaryRejected(t *testing.T) {
 // the rollout; Expire says when to look again.
 func TestCanaryWindow(t *testing.T) {
 	g, store, clk := setup(t, vs("r", 1, "v1", map[string]string{Annotation: "canary:50%", WindowAnnotation: "10s"}))
-	k := g.Observe(store, store.Replace([]model.Config{vs("r", 2, "v2", map[string]string{Annotation: "canary:50%", WindowAnnotation: "10s"})}))[0]
+	k := g.Observe(store.Replace([]model.Config{vs("r", 2, "v2", map[string]string{Annotation: "canary:50%", WindowAnnotation: "10s"})}))[0]
 	g.SelectCanaries(k, proxies(4))
 	halted, next := g.Expire()
 	if halted != nil || !next.Equal(clk.t.Add(10*time.Second)) {
@@ -168,12 +168,12 @@ func TestCanaryWindow(t *testing.T) {
 func TestSelectorAndEdges(t *testing.T) {
 	sel := map[string]string{Annotation: "canary:track=canary"}
 	g, store, _ := setup(t, vs("a", 1, "v1", sel), vs("b", 1, "v1", canary), vs("c", 1, "v1", canary))
-	stable := g.Stable(store)
+	stable := g.Stable()
 	keys := store.Replace([]model.Config{
 		vs("a", 2, "v2", sel), vs("b", 2, "v2", canary), vs("c", 2, "v2", map[string]string{Annotation: "canary:200%"}),
 		vs("new", 1, "v1", canary),
 	})
-	started := g.Observe(store, keys)
+	started := g.Observe(keys)
 	if len(started) != 3 { // a, b, new; c's plan is invalid
 		t.Fatalf("started %v", started)
 	}
@@ -198,12 +198,12 @@ func TestSelectorAndEdges(t *testing.T) {
 		t.Fatalf("c with a bad plan serves %s, want v1", got)
 	}
 	g2, store2, _ := setup(t, vs("a", 1, "v1", sel))
-	g2.SelectCanaries(g2.Observe(store2, store2.Replace([]model.Config{vs("a", 2, "v2", sel)}))[0], proxies(100))
+	g2.SelectCanaries(g2.Observe(store2.Replace([]model.Config{vs("a", 2, "v2", sel)}))[0], proxies(100))
 	if !g2.Canarying() {
 		t.Fatal("not canarying")
 	}
-	g2.Observe(store2, store2.Replace([]model.Config{vs("a", 3, "v3", nil)}))
-	if g2.Canarying() || subsetOf(t, g2.Stable(store2), "a") != "v3" {
+	g2.Observe(store2.Replace([]model.Config{vs("a", 3, "v3", nil)}))
+	if g2.Canarying() || subsetOf(t, g2.Stable(), "a") != "v3" {
 		t.Fatal("removing the annotation did not admit the change")
 	}
 }
@@ -212,7 +212,7 @@ func TestSelectorAndEdges(t *testing.T) {
 // change it is promoted, and a rollout left without canaries halts.
 func TestDisconnected(t *testing.T) {
 	g, store, _ := setup(t, vs("r", 1, "v1", map[string]string{Annotation: "canary:50%"}))
-	k := g.Observe(store, store.Replace([]model.Config{vs("r", 2, "v2", map[string]string{Annotation: "canary:50%"})}))[0]
+	k := g.Observe(store.Replace([]model.Config{vs("r", 2, "v2", map[string]string{Annotation: "canary:50%"})}))[0]
 	g.SelectCanaries(k, proxies(4))
 	st, _ := g.State(k)
 	g.Applied(k, st.Canaries[0])

@@ -4,18 +4,18 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 )
 
-// Stable returns the view of store every proxy but the canaries is served
+// Stable returns the view of the store every proxy but the canaries is served
 // from: an object that asks for a rollout appears in its last admitted
 // version (or not at all when it has none) until its current version is
-// admitted. Objects that do not ask for one are as in store, and a kind
-// without a held object is store's own slice, so the view costs a scan of
+// admitted. Objects that do not ask for one are as in the store, and a
+// kind without a held object is the store's own slice, so the view costs a scan of
 // each listed kind's annotations and nothing more.
 //
 // The view does not depend on Observe having seen a change: a canary
 // change that reaches the store between Observe and a snapshot build is
 // held all the same.
-func (g *Gate) Stable(store model.ConfigStore) model.ConfigStore {
-	return stableView{g: g, store: store}
+func (g *Gate) Stable() model.ConfigStore {
+	return stableView{g: g, store: g.store}
 }
 
 type stableView struct {
