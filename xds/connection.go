@@ -29,8 +29,11 @@ var errShutdown = status.Error(codes.Unavailable, "server shutting down")
 // Connection is one ADS stream of one proxy. Its state is written only by the
 // stream's own goroutine, under mu so that pushes and debug handlers can read it.
 type Connection struct {
-	s           *DiscoveryServer
-	id          string
+	s  *DiscoveryServer
+	id string
+	// num is the connection's number (the suffix of id), for the config
+	// status tracker.
+	num         uint64
 	proxy       *model.Proxy
 	delta       bool
 	connectedAt time.Time
@@ -45,7 +48,13 @@ type Connection struct {
 	pendingMu sync.Mutex
 	pending   *model.PushRequest
 	queuedAt  time.Time
-	kick      chan struct{}
+	// pendingSeq is the latest push round merged into pending.
+	pendingSeq uint64
+	// roundSeq is the push round of the responses being generated (only
+	// the stream goroutine uses it): set by takePending for pushes and by
+	// snapshot for responses the proxy asked for.
+	roundSeq uint64
+	kick     chan struct{}
 	// stopped is closed when the stream ends.
 	stopped chan struct{}
 
@@ -82,6 +91,10 @@ type watchState struct {
 
 	nackError string
 	nackAt    time.Time
+	nackNonce string
+
+	// sentSeq is the push round of the last response sent (status.go).
+	sentSeq uint64
 
 	// sent (Delta only) maps a resource name to the version last sent, as
 	// a number (see versionNumber); 0 means the client was told the
@@ -132,11 +145,13 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 	if s.opts.VerifiedIdentity != nil {
 		proxy.VerifiedIdentity = s.opts.VerifiedIdentity(ctx)
 	}
-	id := fmt.Sprintf("%s.%s-%d", proxy.PodName, proxy.Namespace, s.connSeq.Add(1))
+	num := s.connSeq.Add(1)
+	id := fmt.Sprintf("%s.%s-%d", proxy.PodName, proxy.Namespace, num)
 	version := s.versions.label(proxy.Metadata.IstioVersion)
 	c := &Connection{
 		s:           s,
 		id:          id,
+		num:         num,
 		proxy:       proxy,
 		delta:       delta,
 		connectedAt: time.Now(),
@@ -146,6 +161,7 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		stopped:     make(chan struct{}),
 		watches:     map[string]*watchState{},
 	}
+	c.statusConnected()
 	s.addConnection(c)
 	c.log.Info("proxy connected", clientlog.String("node", proxy.ID), "delta", delta, clientlog.String("version", proxy.Metadata.IstioVersion),
 		clientlog.String("user_agent", proxy.UserAgentName), clientlog.String("user_agent_version", proxy.UserAgentVersion))
@@ -158,6 +174,7 @@ func (s *DiscoveryServer) disconnect(c *Connection) {
 	c.dropUnanswered()
 	close(c.stopped)
 	s.removeConnection(c)
+	c.statusDisconnected()
 	clientlog.Flush(context.Background(), c.log)
 	c.log.Info("proxy disconnected")
 }
@@ -200,10 +217,12 @@ func receive[T any](ctx context.Context, recv func() (T, error), reqs chan<- T, 
 	}
 }
 
-// enqueue merges req into c's pending push and wakes its stream goroutine.
-// It never blocks: a connection that is behind accumulates one merged push.
-func (c *Connection) enqueue(req *model.PushRequest) {
+// enqueue merges req, of push round seq, into c's pending push and wakes
+// its stream goroutine. It never blocks: a connection that is behind
+// accumulates one merged push.
+func (c *Connection) enqueue(req *model.PushRequest, seq uint64) {
 	c.pendingMu.Lock()
+	c.pendingSeq = max(c.pendingSeq, seq)
 	if c.pending == nil {
 		c.pending, c.queuedAt = req, time.Now()
 	} else {
@@ -222,6 +241,9 @@ func (c *Connection) takePending() (*model.PushRequest, time.Time) {
 	defer c.pendingMu.Unlock()
 	req, at := c.pending, c.queuedAt
 	c.pending, c.queuedAt = nil, time.Time{}
+	if req != nil {
+		c.roundSeq = c.pendingSeq
+	}
 	return req, at
 }
 
@@ -286,8 +308,9 @@ func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
 	c.answered(ws)
 	c.mu.Lock()
 	// Kept for syncz, cut: a client's error_detail may be megabytes.
-	ws.nackError, ws.nackAt = clientlog.Truncate(msg, maxNACKKept), time.Now()
+	ws.nackError, ws.nackAt, ws.nackNonce = clientlog.Truncate(msg, maxNACKKept), time.Now(), nonce
 	c.mu.Unlock()
+	c.statusAnswered(ws, true, msg)
 	if m := c.s.metrics; m != nil {
 		m.RecordReject(model.ShortType(typeURL))
 	}
@@ -301,6 +324,7 @@ func (c *Connection) recordACK(ws *watchState, nonce, version string) {
 	c.mu.Lock()
 	ws.ackedNonce, ws.ackedVersion, ws.ackedAt = nonce, version, time.Now()
 	c.mu.Unlock()
+	c.statusAnswered(ws, false, "")
 }
 
 // recordStale counts a request whose nonce is not the last one sent.
@@ -312,12 +336,16 @@ func (c *Connection) recordStale(typeURL, nonce string) {
 }
 
 // recordSent updates the state and metrics after a response was sent.
-func (c *Connection) recordSent(ws *watchState, typeURL, nonce, version string, size int, start, sendStart time.Time) {
+func (c *Connection) recordSent(ws *watchState, typeURL, nonce, version string, seq uint64, size int, start, sendStart time.Time) {
 	c.sentFlow(nonce)
 	now := time.Now()
 	c.mu.Lock()
-	ws.nonceSent, ws.versionSent, ws.sentAt = nonce, version, now
+	first := ws.nonceSent == ""
+	ws.nonceSent, ws.versionSent, ws.sentAt, ws.sentSeq = nonce, version, now, seq
 	c.mu.Unlock()
+	if t := c.s.status; t != nil && first {
+		t.Watching(c.num, typeURL)
+	}
 	m := c.s.metrics
 	if m == nil {
 		return

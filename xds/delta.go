@@ -86,7 +86,7 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 	if !first && !changed {
 		return nil
 	}
-	push := c.s.PushContext()
+	push := c.snapshot()
 	return c.sendDelta(stream, typeURL, push, proxyRequest(push), true, added)
 }
 
@@ -311,6 +311,7 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 	}
 	c.mu.Unlock()
 	if len(changed) == 0 && len(removed) == 0 && !force {
+		c.statusUnchanged(ws, c.roundSeq)
 		return nil
 	}
 	slices.Sort(removed)
@@ -324,7 +325,7 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 		Nonce:             newNonce(),
 	}
 	return &outgoing{
-		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: push.Version, size: size, start: start,
+		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: push.Version, seq: c.roundSeq, size: size, start: start,
 		send: func() error { return stream.Send(resp) },
 		commit: func() {
 			c.mu.Lock()

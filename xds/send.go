@@ -35,8 +35,10 @@ type outgoing struct {
 	typeURL string
 	nonce   string
 	version string
-	size    int
-	start   time.Time
+	// seq is the push round the response carries (status.go).
+	seq   uint64
+	size  int
+	start time.Time
 	// send hands the response to gRPC.
 	send func() error
 	// commit records what was sent in ws once send succeeded.
@@ -60,7 +62,7 @@ func (c *Connection) transmit(ctx context.Context, o *outgoing) error {
 	if o.commit != nil {
 		o.commit()
 	}
-	c.recordSent(o.ws, o.typeURL, o.nonce, o.version, o.size, o.start, sendStart)
+	c.recordSent(o.ws, o.typeURL, o.nonce, o.version, o.seq, o.size, o.start, sendStart)
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/xds/configstatus"
 	"github.com/meshpilot/meshpilot/xds/debounce"
 	"github.com/meshpilot/meshpilot/xds/monitoring"
 )
@@ -60,6 +61,16 @@ type Options struct {
 	// interceptor authenticated for the stream (nil when none); it becomes
 	// the connection's Proxy.VerifiedIdentity after Authorize admitted it.
 	VerifiedIdentity func(ctx context.Context) *model.VerifiedIdentity
+	// DisableConfigStatus turns off config status tracking
+	// (PILOT_ENABLE_CONFIG_STATUS=false; see status.go).
+	DisableConfigStatus bool
+	// ConfigStatusMetrics, when set, receives the tracker's measurements
+	// (meshpilot_config_propagation_seconds, meshpilot_config_rejected);
+	// nil takes them from Metrics.
+	ConfigStatusMetrics configstatus.Metrics
+	// OnConfigStatus, when set, is called from the status goroutine with
+	// each object whose status may have changed (Kubernetes status writes).
+	OnConfigStatus func(model.ConfigKey)
 }
 
 // DefaultOptions returns Istio's defaults (no logger or metrics).
@@ -107,6 +118,11 @@ type DiscoveryServer struct {
 	flow          flowPools
 	stopCtx       context.Context
 	stopCtxCancel context.CancelFunc
+
+	// status tracks config status (nil when disabled); statusQ feeds its
+	// goroutine (status.go).
+	status  *configstatus.Tracker
+	statusQ statusQueue
 }
 
 // NewDiscoveryServer creates a server over env that serves what gens generate.
@@ -141,6 +157,15 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 		stopped:  make(chan struct{}),
 
 		flow: newFlowPools(opts.MaxInflightBytes),
+
+		statusQ: statusQueue{kick: make(chan struct{}, 1)},
+	}
+	if !opts.DisableConfigStatus {
+		m := opts.ConfigStatusMetrics
+		if m == nil && opts.Metrics != nil {
+			m = opts.Metrics
+		}
+		s.status = configstatus.New(m, opts.OnConfigStatus)
 	}
 	s.stopCtx, s.stopCtxCancel = context.WithCancel(context.Background())
 	if env.Cache == nil {
@@ -176,6 +201,9 @@ func (s *DiscoveryServer) Register(g *grpc.Server) {
 func (s *DiscoveryServer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.debouncer.Run(ctx) })
+	if s.status != nil {
+		wg.Go(func() { s.statusLoop(ctx) })
+	}
 	<-ctx.Done()
 	s.stopOnce.Do(func() {
 		close(s.stopped)
@@ -249,8 +277,9 @@ func (s *DiscoveryServer) pushRound(in *model.PushRequest) {
 		return
 	}
 	req, targets := s.prepareRound(in)
+	seq := s.pushSeq.Load() + 1
 	for _, c := range targets {
-		c.enqueue(req)
+		c.enqueue(req, seq)
 	}
 	n := len(targets)
 	s.pushSeq.Add(1)
@@ -283,6 +312,8 @@ func (s *DiscoveryServer) prepareRound(in *model.PushRequest) (*model.PushReques
 			targets = append(targets, c)
 		}
 	}
+	// Rounds are numbered by PushSeq after them (pushRound).
+	s.trackRound(s.pushSeq.Load()+1, &req, prev, targets)
 	return &req, targets
 }
 

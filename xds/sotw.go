@@ -53,7 +53,7 @@ func (c *Connection) handleSotW(stream sotwStream, req *discovery.DiscoveryReque
 		}
 		setSotWNames(ws, req.GetResourceNames())
 		c.mu.Unlock()
-		push := c.s.PushContext()
+		push := c.snapshot()
 		return c.sendSotW(stream, typeURL, push, proxyRequest(push))
 	case ws == nil || nonce != ws.nonceSent:
 		c.mu.Unlock()
@@ -70,7 +70,7 @@ func (c *Connection) handleSotW(stream sotwStream, req *discovery.DiscoveryReque
 	if !changed {
 		return nil
 	}
-	push := c.s.PushContext()
+	push := c.snapshot()
 	return c.sendSotW(stream, typeURL, push, proxyRequest(push))
 }
 
@@ -172,6 +172,7 @@ func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.
 	unchanged := ws.nonceSent != "" && ws.sentDigest == digest && ws.sentCount == len(anys)
 	c.mu.Unlock()
 	if onlyIfChanged && unchanged {
+		c.statusUnchanged(ws, c.roundSeq)
 		return nil
 	}
 	ws.responses++
@@ -182,7 +183,7 @@ func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.
 		Nonce:       newNonce(),
 	}
 	return &outgoing{
-		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: resp.GetVersionInfo(), size: size, start: start,
+		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: resp.GetVersionInfo(), seq: c.roundSeq, size: size, start: start,
 		send: func() error { return stream.Send(resp) },
 		commit: func() {
 			c.mu.Lock()

@@ -64,6 +64,14 @@ type Metrics struct {
 	// a patch of EnvoyFilter name ("namespace/name") was applied
 	// (status "applied") or skipped because it could not be (status "error").
 	EnvoyFilterStatus *prometheus.GaugeVec
+	// ConfigPropagation is meshpilot_config_propagation_seconds: from a
+	// config change entering the server (the push request's start) to the
+	// last proxy it reached ACKing it (docs/status.md; no Istio equivalent).
+	ConfigPropagation prometheus.Histogram
+	// ConfigRejected is meshpilot_config_rejected{kind,namespace,name}:
+	// proxies currently rejecting (NACKing) an object's latest change; the
+	// series is deleted when none does or the object goes.
+	ConfigRejected *prometheus.GaugeVec
 }
 
 // convergenceBuckets are Istio's buckets for pilot_proxy_convergence_time.
@@ -146,6 +154,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		EnvoyFilterStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pilot_envoy_filter_status", Help: "Status of Envoy filters whether it was applied or errored.",
 		}, []string{"name", "status"}),
+		ConfigPropagation: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "meshpilot_config_propagation_seconds",
+			Help:    "Time from a config change entering the server to the last affected proxy ACKing it.",
+			Buckets: convergenceBuckets,
+		}),
+		ConfigRejected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "meshpilot_config_rejected", Help: "Proxies currently rejecting the latest change of a config object.",
+		}, []string{"kind", "namespace", "name"}),
 	}
 	for _, t := range []string{"cds", "eds", "lds", "rds"} {
 		m.Rejects[t] = prometheus.NewCounter(prometheus.CounterOpts{
@@ -155,7 +171,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.XDSClients, m.Pushes, m.ConvergenceTime, m.PushTriggers, m.DebounceTime,
 		m.PushContextInitTime, m.TotalRejects, m.ExpiredNonce, m.Services, m.PushTime, m.SendTime,
 		m.ConfigSize, m.InboundUpdates, m.PushQueueTime, m.WriteTimeouts, m.UnansweredBytes, m.ConfigErrors, m.UnsupportedFields, m.XDSCacheReads, m.XDSCacheSize,
-		m.EnvoyFilterStatus,
+		m.EnvoyFilterStatus, m.ConfigPropagation, m.ConfigRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range m.Rejects {
 		reg.MustRegister(c)
@@ -175,4 +191,17 @@ func (m *Metrics) RecordReject(shortType string) {
 // ("namespace/name") and status ("applied" or "error").
 func (m *Metrics) RecordEnvoyFilterStatus(name, status string) {
 	m.EnvoyFilterStatus.WithLabelValues(name, status).Set(1)
+}
+
+// ObservePropagation records one object's propagation time (configstatus.Metrics).
+func (m *Metrics) ObservePropagation(seconds float64) { m.ConfigPropagation.Observe(seconds) }
+
+// SetRejected sets meshpilot_config_rejected of an object; 0 deletes the
+// series, bounding cardinality to the objects being rejected (configstatus.Metrics).
+func (m *Metrics) SetRejected(kind, namespace, name string, n int) {
+	if n <= 0 {
+		m.ConfigRejected.DeleteLabelValues(kind, namespace, name)
+		return
+	}
+	m.ConfigRejected.WithLabelValues(kind, namespace, name).Set(float64(n))
 }
