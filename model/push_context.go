@@ -426,3 +426,14 @@ func Subset(dr *Config, name string) *networking.Subset {
 	}
 	return nil
 }
+
+// WithConfigStore returns a copy of e reading configs from store and with
+// no Cache: PushContexts built from it share nothing with e's, for a dry
+// run (a preview of a change). Its build counter starts anew.
+func (e *Environment) WithConfigStore(store ConfigStore) *Environment {
+	return &Environment{
+		ServiceDiscovery: e.ServiceDiscovery, ConfigStore: store, Endpoints: e.Endpoints,
+		Mesh: e.Mesh, MeshSource: e.MeshSource, DomainSuffix: e.DomainSuffix,
+		Secrets: e.Secrets, CredentialAccess: e.CredentialAccess,
+	}
+}
