@@ -44,6 +44,13 @@ type State struct {
 	Deadline time.Time `json:"deadline"`
 }
 
+// Holds reports whether changes of kind can be held. ServiceEntries and
+// WorkloadEntries cannot: they reach proxies through the service registry,
+// which reads the store as it is, not through the snapshot's config.
+func Holds(kind model.Kind) bool {
+	return kind != model.KindServiceEntry && kind != model.KindWorkloadEntry
+}
+
 // Candidate is an affected proxy the canaries are chosen from.
 type Candidate struct {
 	// ID is the connection's ID.
@@ -123,6 +130,7 @@ func (g *Gate) Observe(keys []model.ConfigKey) []model.ConfigKey {
 		}
 		known, isKnown := g.known[k]
 		plan, asks, err := ParsePlan(cur.Annotations)
+		asks = asks && Holds(k.Kind)
 		if !asks || (isKnown && sameVersion(known, cur)) {
 			g.known[k] = cur
 			// A promoted rollout is kept (for its status) until the object changes.

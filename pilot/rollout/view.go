@@ -25,6 +25,9 @@ type stableView struct {
 
 func (v stableView) List(kind model.Kind) []model.Config {
 	list := v.store.List(kind)
+	if !Holds(kind) {
+		return list
+	}
 	var out []model.Config // copied on the first held object
 	for i := range list {
 		c := &list[i]
