@@ -191,6 +191,7 @@ func (s *DiscoveryServer) disconnect(c *Connection) {
 	close(c.stopped)
 	s.removeConnection(c)
 	c.statusDisconnected()
+	s.rolloutDisconnected(c)
 	clientlog.Flush(context.Background(), c.log)
 	c.log.Info("proxy disconnected")
 }

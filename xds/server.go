@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/rollout"
 	"github.com/meshpilot/meshpilot/xds/configstatus"
 	"github.com/meshpilot/meshpilot/xds/debounce"
 	"github.com/meshpilot/meshpilot/xds/monitoring"
@@ -79,6 +80,10 @@ type Options struct {
 	// OnConfigStatus, when set, is called from the status goroutine with
 	// each object whose status may have changed (Kubernetes status writes).
 	OnConfigStatus func(model.ConfigKey)
+	// Rollout, when set, holds back changes of objects that ask for a
+	// progressive rollout (rollout.go); env's ConfigStore must be its
+	// Stable view. It needs config status (not DisableConfigStatus).
+	Rollout *rollout.Gate
 }
 
 // DefaultOptions returns Istio's defaults (no logger or metrics).
@@ -138,6 +143,11 @@ type DiscoveryServer struct {
 	// goroutine (status.go).
 	status  *configstatus.Tracker
 	statusQ statusQueue
+
+	// canaryEnv is env over the store as it is, with no cache; canaryPush
+	// its latest snapshot, served to canaries (rollout.go).
+	canaryEnv  *model.Environment
+	canaryPush atomic.Pointer[model.PushContext]
 }
 
 // NewDiscoveryServer creates a server over env that serves what gens generate.
@@ -181,6 +191,9 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 			m = opts.Metrics
 		}
 		s.status = configstatus.New(m, opts.OnConfigStatus)
+	}
+	if opts.Rollout != nil {
+		s.canaryEnv = env.WithConfigStore(opts.Rollout.Store())
 	}
 	s.stopCtx, s.stopCtxCancel = context.WithCancel(context.Background())
 	s.controlPlane, s.instance = newControlPlane(opts.InstanceID)
@@ -255,6 +268,9 @@ func (s *DiscoveryServer) MarkReady() {
 		return
 	}
 	s.cache.Invalidate(nil)
+	if g := s.opts.Rollout; g != nil {
+		g.Admit(configstatus.TrackedKinds())
+	}
 	s.buildPushContext(nil)
 	s.ready.Store(true)
 	s.log.Info("xDS server ready", "version", s.push.Load().Version)
@@ -297,7 +313,7 @@ func (s *DiscoveryServer) pushRound(in *model.PushRequest) {
 	req, targets := s.prepareRound(in)
 	seq := s.pushSeq.Load() + 1
 	for _, c := range targets {
-		c.enqueue(req, seq)
+		c.enqueue(s.pushFor(c, req), seq)
 	}
 	n := len(targets)
 	s.pushSeq.Add(1)
@@ -314,6 +330,7 @@ func (s *DiscoveryServer) prepareRound(in *model.PushRequest) (*model.PushReques
 	// generated from the new state (see model.XDSCache).
 	s.cache.Invalidate(in)
 	prev := s.push.Load()
+	started := s.rolloutObserve(in)
 	if req.Full {
 		req.Push = s.buildPushContext(in)
 	} else {
@@ -324,14 +341,18 @@ func (s *DiscoveryServer) prepareRound(in *model.PushRequest) (*model.PushReques
 	}
 	scope := newPushScope(&req, prev)
 	conns := s.connections()
+	rr := s.rolloutPrepare(&req, prev, started, conns)
 	targets := conns[:0]
 	for _, c := range conns {
-		if scope.affects(c) {
+		if scope.affects(c) || rr.mustPush[c.num] {
 			targets = append(targets, c)
 		}
 	}
 	// Rounds are numbered by PushSeq after them (pushRound).
-	s.trackRound(s.pushSeq.Load()+1, &req, prev, targets)
+	s.trackRound(s.pushSeq.Load()+1, &req, prev, targets, rr)
+	if s.opts.Rollout != nil && (len(started) > 0 || len(rr.decided) > 0) {
+		s.rolloutDecided(rr.decided)
+	}
 	return &req, targets
 }
 

@@ -29,6 +29,8 @@ type trackedRound struct {
 	req     *model.PushRequest
 	prev    *model.PushContext
 	targets []*Connection
+	// rollout says which objects count only canaries, or nothing (halted).
+	rollout rolloutRound
 }
 
 // statusQueue is the status goroutine's inbox: rounds to evaluate, and a
@@ -51,7 +53,7 @@ func (q *statusQueue) wake() {
 func (s *DiscoveryServer) ConfigStatus() *configstatus.Tracker { return s.status }
 
 // trackRound hands a round to the status goroutine when it changed a tracked object.
-func (s *DiscoveryServer) trackRound(seq uint64, req *model.PushRequest, prev *model.PushContext, targets []*Connection) {
+func (s *DiscoveryServer) trackRound(seq uint64, req *model.PushRequest, prev *model.PushContext, targets []*Connection, rr rolloutRound) {
 	if s.status == nil || !req.Full {
 		return
 	}
@@ -70,18 +72,23 @@ func (s *DiscoveryServer) trackRound(seq uint64, req *model.PushRequest, prev *m
 		s.statusQ.rounds = slices.Delete(s.statusQ.rounds, 0, 1)
 		s.log.Warn("config status behind: a push round's status dropped", "queued", maxQueuedRounds)
 	}
-	s.statusQ.rounds = append(s.statusQ.rounds, trackedRound{seq: seq, req: req, prev: prev, targets: slices.Clone(targets)})
+	s.statusQ.rounds = append(s.statusQ.rounds, trackedRound{seq: seq, req: req, prev: prev, targets: slices.Clone(targets), rollout: rr})
 	s.statusQ.mu.Unlock()
 	s.statusQ.wake()
 }
 
 // statusLoop evaluates rounds and settles connection events until ctx ends.
 func (s *DiscoveryServer) statusLoop(ctx context.Context) {
+	// expiry fires when a rollout's canary window ends (rollout.go).
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.statusQ.kick:
+		case <-expiry.C:
 		}
 		s.statusQ.mu.Lock()
 		rounds := s.statusQ.rounds
@@ -91,6 +98,9 @@ func (s *DiscoveryServer) statusLoop(ctx context.Context) {
 			s.status.Round(r.seq, r.req.Start, s.roundChanges(r))
 		}
 		s.status.Settle()
+		if next := s.rolloutSettle(); !next.IsZero() {
+			expiry.Reset(time.Until(next))
+		}
 	}
 }
 
@@ -105,7 +115,12 @@ func (s *DiscoveryServer) roundChanges(r trackedRound) []configstatus.Change {
 			serviceKeys = append(serviceKeys, k)
 		}
 	}
+	// Generations are the store's as it is: a held change's status is
+	// about the version held (rollout.go).
 	gens := generations{store: s.env.ConfigStore}
+	if g := s.opts.Rollout; g != nil {
+		gens.store = g.Store()
+	}
 	var out []configstatus.Change
 	for k := range r.req.ConfigsUpdated {
 		if !configstatus.Tracked(k.Kind) {
@@ -114,6 +129,19 @@ func (s *DiscoveryServer) roundChanges(r trackedRound) []configstatus.Change {
 		gen, ok := gens.lookup(k)
 		if !ok {
 			out = append(out, configstatus.Change{Key: k, Deleted: true})
+			continue
+		}
+		if r.rollout.halted[k] {
+			// Halted, the change reaches no one: the canaries' answers
+			// stay the counts, and the status says why.
+			if _, tracked := s.status.Status(k); !tracked {
+				out = append(out, configstatus.Change{Key: k, Generation: gen, Types: pushTypes[k.Kind]})
+			}
+			continue
+		}
+		if canaries, ok := r.rollout.canaries[k]; ok {
+			// In its canary phase a change reaches its canaries only.
+			out = append(out, configstatus.Change{Key: k, Generation: gen, Reached: canaries, Types: pushTypes[k.Kind]})
 			continue
 		}
 		one := &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{k: {}}, Push: r.req.Push, Start: r.req.Start}
@@ -227,6 +255,9 @@ func (c *Connection) statusUnchanged(ws *watchState, seq uint64) {
 // the snapshot holds at least that round's changes.
 func (c *Connection) snapshot() *model.PushContext {
 	c.roundSeq = c.s.pushSeq.Load()
+	if p := c.s.canarySnapshot(c); p != nil {
+		return p
+	}
 	return c.s.PushContext()
 }
 

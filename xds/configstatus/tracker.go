@@ -41,6 +41,16 @@ var trackedKinds = map[model.Kind]bool{
 // Tracked reports whether objects of kind get a status.
 func Tracked(kind model.Kind) bool { return trackedKinds[kind] }
 
+// TrackedKinds returns the kinds whose status is tracked, sorted.
+func TrackedKinds() []model.Kind {
+	kinds := make([]model.Kind, 0, len(trackedKinds))
+	for k := range trackedKinds {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
 // ConfigStatus is what the control plane knows of one object's rollout.
 type ConfigStatus struct {
 	Kind      model.Kind `json:"kind"`
@@ -65,6 +75,10 @@ type ConfigStatus struct {
 	ChangedAt time.Time `json:"changedAt"`
 	// AppliedAt is when the last affected proxy ACKed, once none is pending or rejecting.
 	AppliedAt *time.Time `json:"appliedAt,omitempty"`
+	// Rollout is the object's progressive rollout, when it asked for one
+	// (annotation meshpilot.io/rollout). In its Canary phase the counts
+	// are of the canaries; Halted means the change is held from everyone.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // Key is the object's ConfigKey.
@@ -111,6 +125,8 @@ type Tracker struct {
 	mu      sync.Mutex
 	objects map[model.ConfigKey]*object
 	conns   map[uint64]*conn
+	// rollouts are the objects' rollout states (SetRollouts, rollout.go).
+	rollouts map[model.ConfigKey]Rollout
 	// dirty are connections with events since the last Settle: true for
 	// a NACK or a disconnection, which can change a settled object too;
 	// false for ACKs only, which can only settle unsettled ones.
@@ -128,6 +144,10 @@ type object struct {
 	// observed when it became so); rejected is what the gauge shows.
 	settled  bool
 	rejected int
+	// frozen, when set, is the status kept as it was when the object's
+	// rollout halted (Freeze): the canaries were given the previous
+	// version back, and their answers to it say nothing of this one.
+	frozen *ConfigStatus
 }
 
 type conn struct {
@@ -379,9 +399,20 @@ func (t *Tracker) Len() int {
 
 // statusLocked computes o's counts from the connections' state; t.mu must be held.
 func (t *Tracker) statusLocked(key model.ConfigKey, o *object) ConfigStatus {
+	if o.frozen != nil {
+		st := *o.frozen
+		st.Rollout = nil
+		if r, ok := t.rollouts[key]; ok {
+			st.Rollout = &r
+		}
+		return st
+	}
 	st := ConfigStatus{
 		Kind: key.Kind, Namespace: key.Namespace, Name: key.Name,
 		Generation: o.gen, ObservedGeneration: o.gen, PushSeq: o.seq, ChangedAt: o.start,
+	}
+	if r, ok := t.rollouts[key]; ok {
+		st.Rollout = &r
 	}
 	var last time.Time
 	for _, num := range o.reached {

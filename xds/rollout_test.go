@@ -1,0 +1,217 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+		"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/memory"
+	"github.com/meshpilot/meshpilot/pilot/rollout"
+	"github.com/meshpilot/meshpilot/xds/adsc"
+	"github.com/meshpilot/meshpilot/xds/configstatus"
+)
+
+// rolloutHarness is a server whose config store is a rollout Gate's stable
+// view over a memory store, with the VirtualService LDS generator (a
+// listener per visible VirtualService, named with its generation and host).
+type rolloutHarness struct {
+	*harness
+	store *memory.Store
+	gate  *rollout.Gate
+	// seen records, per proxy, every listener name it was ever sent.
+	mu   sync.Mutex
+	seen map[string]map[string]bool
+}
+
+func newRolloutHarness(t *testing.T, initial ...model.Config) *rolloutHarness {
+	t.Helper()
+	store := memory.New()
+	store.Replace(initial)
+	gate := rollout.NewGate(store, nil)
+	h := &rolloutHarness{store: store, gate: gate, seen: map[string]map[string]bool{}}
+	h.harness = newHarnessWith(t, true, func(o *Options) { o.Rollout = gate }, func(env *model.Environment, g *GeneratorTable) {
+		env.ConfigStore = gate.Stable()
+		g.Sidecar[model.ListenerType] = vsListenerGen{}
+	})
+	return h
+}
+
+// firstCanary reports whether node is the first (by connection ID) canary
+// of reviews' rollout. Canaries are picked while the round that starts the
+// rollout is prepared, before any of them is pushed the change.
+func (h *rolloutHarness) firstCanary(node string) bool {
+	st, ok := h.gate.State(vsKey)
+	if !ok || len(st.Canaries) == 0 {
+		return false
+	}
+	v, ok := h.s.ConnectedProxy(st.Canaries[0])
+	return ok && v.Proxy.ID == node
+}
+
+// connect starts n proxies (odd ones Delta) and waits for their first
+// listeners. The first canary NACKs listeners whose name contains "bad".
+func (h *rolloutHarness) connect(n int) []*adsc.Client {
+	h.t.Helper()
+	var out []*adsc.Client
+	for i := range n {
+		node := nodeIn(fmt.Sprintf("p%03d", i), "default")
+		h.mu.Lock()
+		h.seen[node.Id] = map[string]bool{}
+		h.mu.Unlock()
+		c := adsc.New(adsc.Config{Node: node, Delta: i%2 == 1, Types: []string{model.ClusterType, model.ListenerType},
+			NACK: func(typeURL string, res map[string]*anypb.Any) error {
+				bad := ""
+				h.mu.Lock()
+				for name := range res {
+					h.seen[node.Id][name] = true
+					if strings.Contains(name, "bad") {
+						bad = name
+					}
+				}
+				h.mu.Unlock()
+				if bad != "" && h.firstCanary(node.Id) {
+					return fmt.Errorf("listener %s: invalid filter chain", bad)
+				}
+				return nil
+			}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = c.Run(ctx, h.conn) }()
+		h.t.Cleanup(func() { cancel(); <-done })
+		out = append(out, c)
+	}
+	for _, c := range out {
+		if err := c.WaitFor(waitCtx(h.t), func(c *adsc.Client) bool { return len(c.Resources(model.ListenerType)) > 0 }); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func (h *rolloutHarness) change(c model.Config) {
+	var all []model.Config
+	for _, old := range h.store.List(c.Kind) {
+		if old.Key() != c.Key() {
+			all = append(all, old)
+		}
+	}
+	keys := h.store.Replace(append(all, c))
+	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonConfigUpdate, keys...))
+}
+
+// waitStatus waits until key's status satisfies cond and returns it.
+func (h *rolloutHarness) waitStatus(key model.ConfigKey, what string, cond func(configstatus.ConfigStatus) bool) configstatus.ConfigStatus {
+	h.t.Helper()
+	var st configstatus.ConfigStatus
+	eventually(h.t, what, func() bool {
+		var ok bool
+		st, ok = h.s.ConfigStatus().Status(key)
+		return ok && cond(st)
+	})
+	return st
+}
+
+func (h *rolloutHarness) everSeen(node, name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seen[node][name]
+}
+
+// vsListener is the name vsListenerGen gives reviews at generation gen for host.
+func vsListener(gen int, host string) string {
+	return fmt.Sprintf("vs~default~reviews~%d~%s", gen, host)
+}
+
+func has(c *adsc.Client, name string) bool { _, ok := c.Resources(model.ListenerType)[name]; return ok }
+
+func canaryVS(gen int64, host string) model.Config {
+	c := virtualService("reviews", "default", gen, host)
+	c.Annotations = map[string]string{rollout.Annotation: "canary:10%", rollout.WindowAnnotation: "10m"}
+	return c
+}
+
+// waitAll waits until every client satisfies cond.
+func waitAll(t *testing.T, what string, clients []*adsc.Client, cond func(*adsc.Client) bool) {
+	t.Helper()
+	for i, c := range clients {
+		if err := c.WaitFor(waitCtx(t), cond); err != nil {
+			t.Fatalf("%s: proxy %d: %v", what, i, err)
+		}
+	}
+}
+
+// TestRolloutHaltsOnCanaryNACKThenPromotes: 100 proxies, a VirtualService
+// asking for a 10% canary rollout. Its bad change reaches the 10 canaries
+// only; one NACKs: the rollout halts, the 90 others never see the change
+// and keep the previous listener, the canaries get the previous one back,
+// and the status says Halted with the NACK. The next, good change is
+// applied by the canaries, promoted, and all 100 converge on it.
+func TestRolloutHaltsOnCanaryNACKThenPromotes(t *testing.T) {
+	const good1, bad, good3 = "reviews.default.svc.cluster.local", "bad.default.svc.cluster.local", "v3.default.svc.cluster.local"
+	h := newRolloutHarness(t, canaryVS(1, good1))
+	clients := h.connect(100)
+	waitAll(t, "initial listener", clients, func(c *adsc.Client) bool { return has(c, vsListener(1, good1)) })
+
+	h.change(canaryVS(2, bad))
+	st := h.waitStatus(vsKey, "halted", func(s configstatus.ConfigStatus) bool {
+		return s.Rollout != nil && s.Rollout.Phase == string(rollout.PhaseHalted)
+	})
+	if !strings.Contains(st.Rollout.Message, "rejected it") || !strings.Contains(st.Rollout.Message, "invalid filter chain") || st.Rollout.Canaries != 10 {
+		t.Fatalf("status %+v: want halted by a canary's NACK, of 10 canaries", *st.Rollout)
+	}
+	if st.Affected != 10 || st.Rejected != 1 || st.ObservedGeneration != 2 || len(st.Rejections) != 1 {
+		t.Fatalf("status %+v: want the 10 canaries counted, 1 rejecting, generation 2", st)
+	}
+	gs, _ := h.gate.State(vsKey)
+	canary := map[string]bool{}
+	for _, id := range gs.Canaries {
+		v, ok := h.s.ConnectedProxy(id)
+		if !ok {
+			t.Fatalf("canary %s not connected", id)
+		}
+		canary[v.Proxy.ID] = true
+	}
+	// Everyone converges back on generation 1: the canaries get it back.
+	waitAll(t, "previous listener everywhere", clients, func(c *adsc.Client) bool {
+		return has(c, vsListener(1, good1)) && !has(c, vsListener(2, bad))
+	})
+	// The halted status stays as the canaries answered the change, though
+	// they now ACKed the previous version.
+	if st, _ := h.s.ConfigStatus().Status(vsKey); st.Rejected != 1 || st.Affected != 10 {
+		t.Fatalf("status after the canaries reverted %+v: want it frozen at the halt", st)
+	}
+	// The 90 others never saw the change. Canaries whose push was still
+	// queued when the NACK halted the rollout never got it either.
+	others, canariesSaw := 0, 0
+	for i := range clients {
+		node := nodeIn(fmt.Sprintf("p%03d", i), "default").Id
+		saw := h.everSeen(node, vsListener(2, bad))
+		switch {
+		case !canary[node] && saw:
+			t.Errorf("proxy %s is no canary and was sent the held change", node)
+		case !canary[node]:
+			others++
+		case saw:
+			canariesSaw++
+		}
+	}
+	if others != 90 || canariesSaw == 0 {
+		t.Fatalf("%d proxies outside the canaries (want 90), %d canaries saw the change (want at least the one that NACKed)", others, canariesSaw)
+	}
+
+	h.change(canaryVS(3, good3))
+	waitAll(t, "all converge on the promoted change", clients, func(c *adsc.Client) bool {
+		return has(c, vsListener(3, good3)) && !has(c, vsListener(1, good1))
+	})
+	st = h.waitStatus(vsKey, "promoted and applied by all", func(s configstatus.ConfigStatus) bool {
+		return s.Rollout != nil && s.Rollout.Phase == string(rollout.PhasePromoted) && s.Applied == 100
+	})
+	if st.Affected != 100 || st.Rejected != 0 || st.Rollout.Applied != 10 {
+		t.Fatalf("status %+v (rollout %+v): want 100 of 100 after 10 canaries applied", st, *st.Rollout)
+	}
+}
