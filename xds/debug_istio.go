@@ -47,6 +47,7 @@ func (s *DiscoveryServer) debugHandlers() []debugHandler {
 		{path: "/debug/configz", help: "Istio config objects of the snapshot", handle: s.configz},
 		{path: "/debug/registryz", help: "Services of the snapshot", handle: s.registryz},
 		{path: "/debug/status", help: "Config status per Istio object: proxies its last change reached, applied and rejected (?kind=&namespace=&name=; docs/status.md)", handle: s.statusz},
+		{path: "/debug/rolloutz", help: "Progressive rollouts (meshpilot.io/rollout): phase, canaries, why halted (docs/rollout.md)", handle: s.rolloutz},
 		{path: "/debug/list", help: "The debug endpoints, as a JSON list", handle: s.list},
 		{path: "/debug/force_disconnect", help: "Ends the stream of the proxy ?proxyID= (GET or POST); it reconnects", handle: s.forceDisconnect, mutating: true},
 	}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"cmp"
+	"net/http"
 	"slices"
 	"time"
 
@@ -215,6 +216,15 @@ func (s *DiscoveryServer) rolloutDecided(keys []model.ConfigKey) {
 		s.log.Info("config rollout decided", "kind", k.Kind, "namespace", k.Namespace, "name", k.Name, "phase", st.Phase, "reason", st.Message)
 	}
 	s.ConfigUpdate(req)
+}
+
+// rolloutz serves /debug/rolloutz: every rollout the Gate holds.
+func (s *DiscoveryServer) rolloutz(w http.ResponseWriter, _ *http.Request) {
+	states := []rollout.State{}
+	if g := s.opts.Rollout; g != nil {
+		states = g.States()
+	}
+	writeJSON(w, s.log, states)
 }
 
 // rolloutDisconnected drops a canary that left.

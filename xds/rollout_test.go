@@ -3,7 +3,9 @@ package xds
 import (
 	"context"
 	"fmt"
-		"strings"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -166,6 +168,11 @@ func TestRolloutHaltsOnCanaryNACKThenPromotes(t *testing.T) {
 	}
 	if st.Affected != 10 || st.Rejected != 1 || st.ObservedGeneration != 2 || len(st.Rejections) != 1 {
 		t.Fatalf("status %+v: want the 10 canaries counted, 1 rejecting, generation 2", st)
+	}
+	rec := httptest.NewRecorder()
+	h.s.rolloutz(rec, httptest.NewRequest(http.MethodGet, "/debug/rolloutz", nil))
+	if body := rec.Body.String(); !strings.Contains(body, `"phase": "Halted"`) || !strings.Contains(body, "invalid filter chain") {
+		t.Fatalf("/debug/rolloutz = %s, want the halted rollout and why", body)
 	}
 	gs, _ := h.gate.State(vsKey)
 	canary := map[string]bool{}

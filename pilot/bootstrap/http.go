@@ -1,10 +1,10 @@
 package bootstrap
 
 import (
+	"context"
 	"net/http"
 	"net/http/pprof"
 
-	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/pilot/console"
 	"github.com/meshpilot/meshpilot/pilot/explain/explainhttp"
 	"github.com/meshpilot/meshpilot/pilot/preview"
@@ -43,13 +43,35 @@ func (s *Server) httpMux() *http.ServeMux {
 // where they go.
 func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
 	s.discovery.RegisterDebug(mux)
-	console.New(console.FromDiscovery(s.discovery, s.reg), s.log.With("component", "console")).Register(mux)
-	preview.New(preview.Options{Server: s.discovery, Env: s.env, Validator: validation.New(validation.Options{}), Log: s.log.With("component", "preview")}).Register(mux)
+	pv := preview.New(preview.Options{Server: s.discovery, Env: s.env, Validator: s.validator, Log: s.log.With("component", "preview")})
+	pv.Register(mux)
 	mux.Handle(explainhttp.Path, explainhttp.Handler(s.discovery))
+	console.New(s.consoleSources(pv), s.log.With("component", "console")).Register(mux)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// consoleSources are the console's data: the ADS server's proxies and
+// convergence histogram, every config object with its config status, and
+// the explain and preview engines.
+func (s *Server) consoleSources(pv *preview.Previewer) console.Sources {
+	src := console.FromDiscovery(s.discovery, s.reg)
+	if tracker := s.discovery.ConfigStatus(); tracker != nil {
+		src.Configs = func() []console.ConfigRow { return console.StatusRows(s.configStore, tracker) }
+	}
+	src.Explain = func(_ context.Context, proxyID, typ, name string) (any, error) {
+		e, _, err := explainhttp.Answer(s.discovery, proxyID, typ, name)
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
+	src.Preview = func(ctx context.Context, yaml []byte) (any, error) {
+		return pv.Preview(ctx, preview.Request{YAML: yaml})
+	}
+	return src
 }

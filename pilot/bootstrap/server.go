@@ -20,6 +20,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
+	"github.com/meshpilot/meshpilot/pilot/rollout"
 	"github.com/meshpilot/meshpilot/serviceregistry/aggregate"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
 	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
@@ -40,10 +41,15 @@ type Server struct {
 	kubeReg   *kube.Registry
 	seReg     *serviceentry.Registry
 	discovery *xds.DiscoveryServer
-	loader    *file.Loader    // nil without --configDir
-	kube      *kubeSources    // nil without a cluster
-	secure    *secureServing  // nil when --secureGRPCAddr is empty
-	webhook   *webhookServing // nil when --httpsAddr is empty
+	// configStore is the config as the sources hold it (env's may be a
+	// rollout's stable view of it); validator is the one verdict of the
+	// file source, the webhook and preview.
+	configStore model.ConfigStore
+	validator   *validation.Validator
+	loader      *file.Loader    // nil without --configDir
+	kube        *kubeSources    // nil without a cluster
+	secure      *secureServing  // nil when --secureGRPCAddr is empty
+	webhook     *webhookServing // nil when --httpsAddr is empty
 	// secrets are the gateway credentials (nil with credentials off);
 	// warnedSecretsOff says the config directory's Secrets ignored with
 	// credentials off were logged.
@@ -102,6 +108,14 @@ func NewServer(opts Options) (*Server, error) {
 		Secrets:          sources.secretSource(),
 		CredentialAccess: sources.credentialAccess(),
 	}
+	// Progressive rollout (docs/rollout.md) needs config status to hear
+	// the canaries' answers; every proxy but the canaries reads the
+	// Gate's stable view.
+	var gate *rollout.Gate
+	if opts.ConfigStatus {
+		gate = rollout.NewGate(sources.configStore, nil)
+		env.ConfigStore = gate.Stable()
+	}
 	gens, err := generatorTable(log, metrics)
 	if err != nil {
 		return nil, err
@@ -122,14 +136,16 @@ func NewServer(opts Options) (*Server, error) {
 
 		DisableConfigStatus: !opts.ConfigStatus,
 		OnConfigStatus:      func(k model.ConfigKey) { s.onConfigStatus(k) },
+		Rollout:             gate,
 	})
 	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
 		kube: sources.kube, secrets: sources.secrets,
 	}
-	// One validator for the file source and the webhook: one verdict.
+	// One validator for the file source, the webhook and preview: one verdict.
 	validator := validation.New(validation.Options{})
+	s.validator, s.configStore = validator, sources.configStore
 	if opts.ConfigDir != "" {
 		s.loader = file.NewLoaderWithOptions(opts.ConfigDir, log.With("source", "file"),
 			file.Options{MaxFileSize: opts.ConfigMaxFileSize, Validator: validator})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/xds"
+	"github.com/meshpilot/meshpilot/xds/configstatus"
 )
 
 // FromDiscovery returns the sources a discovery server offers: its
@@ -48,5 +49,22 @@ func ConfigRows(push *model.PushContext) []ConfigRow {
 		}
 		return a.Name < b.Name
 	})
+	return rows
+}
+
+// StatusRows lists every object of the tracked kinds in store, sorted by
+// kind, namespace and name, each with its config status's one-line summary
+// ("" when it was not pushed since the server started).
+func StatusRows(store model.ConfigStore, tracker *configstatus.Tracker) []ConfigRow {
+	var rows []ConfigRow
+	for _, kind := range configstatus.TrackedKinds() {
+		for _, c := range store.List(kind) {
+			row := ConfigRow{Kind: string(c.Kind), Namespace: c.Namespace, Name: c.Name, Generation: c.Generation, Source: c.Source}
+			if st, ok := tracker.Status(c.Key()); ok {
+				row.Status = st.Summary()
+			}
+			rows = append(rows, row)
+		}
+	}
 	return rows
 }

@@ -1,6 +1,11 @@
 package configstatus
 
-import "github.com/meshpilot/meshpilot/model"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/meshpilot/meshpilot/model"
+)
 
 // Rollout is the state of an object's progressive rollout (pilot/rollout).
 type Rollout struct {
@@ -75,4 +80,35 @@ func (t *Tracker) Freeze(key model.ConfigKey) {
 		st := t.statusLocked(key, o)
 		o.frozen = &st
 	}
+}
+
+// Summary says where the change stands in one line, as the Reconciled
+// condition's message: "applied by 498 of 500 affected proxies; 2
+// rejected: <message> (<proxy>, <type>)", preceded by what a progressive
+// rollout (docs/rollout.md) is at: "rollout halted, ...: <why>; applied by
+// 9 of 10 canaries; 1 rejected: ...".
+func (st ConfigStatus) Summary() string {
+	var b strings.Builder
+	of := "affected proxies"
+	if r := st.Rollout; r != nil && r.Phase != "Promoted" {
+		of = "canaries"
+		switch r.Phase {
+		case "Halted":
+			fmt.Fprintf(&b, "rollout halted, the change is held from every proxy: %s; ", r.Message)
+		default:
+			b.WriteString("canary rollout, the change is held from the other affected proxies; ")
+		}
+	}
+	fmt.Fprintf(&b, "applied by %d of %d %s", st.Applied, st.Affected, of)
+	if st.Pending > 0 {
+		fmt.Fprintf(&b, "; %d pending", st.Pending)
+	}
+	if st.Rejected > 0 {
+		fmt.Fprintf(&b, "; %d rejected", st.Rejected)
+		if len(st.Rejections) > 0 {
+			r := st.Rejections[0]
+			fmt.Fprintf(&b, ": %s (%s, %s)", r.Message, r.ProxyID, r.Type)
+		}
+	}
+	return b.String()
 }

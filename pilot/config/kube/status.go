@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 
 	"golang.org/x/time/rate"
@@ -188,9 +187,13 @@ func desiredStatus(st configstatus.ConfigStatus, cur *metav1alpha1.IstioStatus) 
 	now := timestamppb.Now()
 	rec := &metav1alpha1.IstioCondition{
 		Type: ConditionReconciled, Status: "False", ObservedGeneration: st.ObservedGeneration,
-		Message: reconciledMessage(st),
+		Message: st.Summary(),
 	}
 	switch {
+	case st.Rollout != nil && st.Rollout.Phase == "Halted":
+		rec.Reason = "RolloutHalted"
+	case st.Rollout != nil && st.Rollout.Phase == "Canary":
+		rec.Reason = "RolloutCanary"
 	case st.Rejected > 0:
 		rec.Reason = "Rejected"
 	case st.Pending > 0:
@@ -219,23 +222,6 @@ func desiredStatus(st configstatus.ConfigStatus, cur *metav1alpha1.IstioStatus) 
 		out.Conditions = append(out.Conditions, c)
 	}
 	return out
-}
-
-// reconciledMessage is "applied by 498 of 500 affected proxies; 2 rejected: <message>".
-func reconciledMessage(st configstatus.ConfigStatus) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "applied by %d of %d affected proxies", st.Applied, st.Affected)
-	if st.Pending > 0 {
-		fmt.Fprintf(&b, "; %d pending", st.Pending)
-	}
-	if st.Rejected > 0 {
-		fmt.Fprintf(&b, "; %d rejected", st.Rejected)
-		if len(st.Rejections) > 0 {
-			r := st.Rejections[0]
-			fmt.Fprintf(&b, ": %s (%s, %s)", r.Message, r.ProxyID, r.Type)
-		}
-	}
-	return b.String()
 }
 
 func findCondition(s *metav1alpha1.IstioStatus, typ string) *metav1alpha1.IstioCondition {

@@ -44,7 +44,7 @@ func TestDesiredStatusKeepsOtherConditionsAndTransitionTimes(t *testing.T) {
 		t.Fatalf("sameStatus(%v, %v) = false for the same answer", want, again)
 	}
 	pending := configstatus.ConfigStatus{ObservedGeneration: 2, Affected: 3, Applied: 1, Pending: 2}
-	if got := reconciledMessage(pending); got != "applied by 1 of 3 affected proxies; 2 pending" {
+	if got := pending.Summary(); got != "applied by 1 of 3 affected proxies; 2 pending" {
 		t.Fatalf("pending message %q", got)
 	}
 }
@@ -62,5 +62,37 @@ func TestStatusWriterMarkCoalescesPerObject(t *testing.T) {
 	}
 	if k, ok := w.next(); ok {
 		t.Fatalf("200 marks of one object and a Service left a second entry %v", k)
+	}
+}
+
+// A progressive rollout shows in Reconciled: False while canarying or
+// halted, with the counts of the canaries and why it halted.
+func TestDesiredStatusRollout(t *testing.T) {
+	for _, tc := range []struct {
+		st             configstatus.ConfigStatus
+		status, reason string
+		msg            string
+	}{
+		{
+			st:     configstatus.ConfigStatus{Affected: 10, Applied: 4, Pending: 6, Rollout: &configstatus.Rollout{Phase: "Canary", Canaries: 10, Applied: 4}},
+			status: "False", reason: "RolloutCanary",
+			msg: "canary rollout, the change is held from the other affected proxies; applied by 4 of 10 canaries; 6 pending",
+		},
+		{
+			st: configstatus.ConfigStatus{Affected: 10, Applied: 9, Rejected: 1,
+				Rejections: []configstatus.Rejection{{ProxyID: "p1", Type: "lds", Message: "bad"}},
+				Rollout:    &configstatus.Rollout{Phase: "Halted", Canaries: 10, Applied: 9, Message: "canary p1 rejected it: bad"}},
+			status: "False", reason: "RolloutHalted",
+			msg: "rollout halted, the change is held from every proxy: canary p1 rejected it: bad; applied by 9 of 10 canaries; 1 rejected: bad (p1, lds)",
+		},
+		{
+			st:     configstatus.ConfigStatus{Affected: 100, Applied: 100, Rollout: &configstatus.Rollout{Phase: "Promoted", Canaries: 10, Applied: 10}},
+			status: "True", reason: "Applied", msg: "applied by 100 of 100 affected proxies",
+		},
+	} {
+		rec := findCondition(desiredStatus(tc.st, nil), ConditionReconciled)
+		if rec.GetStatus() != tc.status || rec.GetReason() != tc.reason || rec.GetMessage() != tc.msg {
+			t.Errorf("%s: Reconciled = %s/%s %q, want %s/%s %q", tc.st.Rollout.Phase, rec.GetStatus(), rec.GetReason(), rec.GetMessage(), tc.status, tc.reason, tc.msg)
+		}
 	}
 }

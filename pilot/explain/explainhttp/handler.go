@@ -4,6 +4,7 @@ package explainhttp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -51,28 +52,9 @@ func Handler(src Source) http.Handler {
 				return
 			}
 		}
-		typeURL, ok := explain.TypeURL(typ)
-		if !ok {
-			http.Error(w, fmt.Sprintf("explain: type %q: want cds, eds, lds, rds or their type URLs", clientlog.Truncate(typ, 128)), http.StatusBadRequest)
-			return
-		}
-		push := src.PushContext()
-		if push == nil {
-			http.Error(w, "explain: not ready: initial config not loaded", http.StatusServiceUnavailable)
-			return
-		}
-		v, ok := src.ConnectedProxy(id)
-		if !ok {
-			http.Error(w, fmt.Sprintf("explain: no connected proxy %q (see /debug/syncz)", clientlog.Truncate(id, 256)), http.StatusNotFound)
-			return
-		}
-		if status, err := served(src, v, push, typeURL, name); err != nil {
-			http.Error(w, "explain: "+err.Error(), status)
-			return
-		}
-		e, err := explain.Explain(v.Proxy, push, typeURL, name)
+		e, status, err := Answer(src, id, typ, name)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			http.Error(w, "explain: "+err.Error(), status)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -80,6 +62,32 @@ func Handler(src Source) http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(e)
 	})
+}
+
+// Answer explains resource name of type typ (cds, eds, lds, rds or a type
+// URL) as connected proxy id is served it from the current snapshot. On
+// failure it returns the HTTP status that fits (400, 404, 422, 503).
+func Answer(src Source, id, typ, name string) (explain.Explanation, int, error) {
+	typeURL, ok := explain.TypeURL(typ)
+	if !ok {
+		return explain.Explanation{}, http.StatusBadRequest, fmt.Errorf("type %q: want cds, eds, lds, rds or their type URLs", clientlog.Truncate(typ, 128))
+	}
+	push := src.PushContext()
+	if push == nil {
+		return explain.Explanation{}, http.StatusServiceUnavailable, errors.New("not ready: initial config not loaded")
+	}
+	v, ok := src.ConnectedProxy(id)
+	if !ok {
+		return explain.Explanation{}, http.StatusNotFound, fmt.Errorf("no connected proxy %q (see /debug/syncz)", clientlog.Truncate(id, 256))
+	}
+	if status, err := served(src, v, push, typeURL, name); err != nil {
+		return explain.Explanation{}, status, err
+	}
+	e, err := explain.Explain(v.Proxy, push, typeURL, name)
+	if err != nil {
+		return explain.Explanation{}, http.StatusUnprocessableEntity, err
+	}
+	return e, http.StatusOK, nil
 }
 
 // served checks that the proxy is sent resource name of typeURL from push:
