@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -64,6 +65,11 @@ type ConfigKey struct {
 	Kind      Kind
 	Name      string
 	Namespace string
+}
+
+// Compare orders keys by kind, namespace, then name.
+func (k ConfigKey) Compare(o ConfigKey) int {
+	return cmp.Or(cmp.Compare(k.Kind, o.Kind), cmp.Compare(k.Namespace, o.Namespace), cmp.Compare(k.Name, o.Name))
 }
 
 func (k ConfigKey) String() string {

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"cmp"
 	"net/http"
 	"slices"
 	"time"
@@ -50,7 +49,7 @@ func (s *DiscoveryServer) rolloutObserve(req *model.PushRequest) []model.ConfigK
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, compareConfigKeys)
+	slices.SortFunc(keys, model.ConfigKey.Compare)
 	return g.Observe(keys)
 }
 
@@ -232,8 +231,4 @@ func (s *DiscoveryServer) rolloutDisconnected(c *Connection) {
 	if g := s.opts.Rollout; g != nil {
 		s.rolloutDecided(g.Disconnected(c.id))
 	}
-}
-
-func compareConfigKeys(a, b model.ConfigKey) int {
-	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }

@@ -106,18 +106,6 @@ func (h *rolloutHarness) change(c model.Config) {
 	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonConfigUpdate, keys...))
 }
 
-// waitStatus waits until key's status satisfies cond and returns it.
-func (h *rolloutHarness) waitStatus(key model.ConfigKey, what string, cond func(configstatus.ConfigStatus) bool) configstatus.ConfigStatus {
-	h.t.Helper()
-	var st configstatus.ConfigStatus
-	eventually(h.t, what, func() bool {
-		var ok bool
-		st, ok = h.s.ConfigStatus().Status(key)
-		return ok && cond(st)
-	})
-	return st
-}
-
 func (h *rolloutHarness) everSeen(node, name string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

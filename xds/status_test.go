@@ -152,8 +152,8 @@ func waitCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// waitStatus waits until key's status satisfies cond and returns it.
-func (h *statusHarness) waitStatus(key model.ConfigKey, what string, cond func(configstatus.ConfigStatus) bool) configstatus.ConfigStatus {
+// waitStatus waits until key's config status satisfies cond and returns it.
+func (h *harness) waitStatus(key model.ConfigKey, what string, cond func(configstatus.ConfigStatus) bool) configstatus.ConfigStatus {
 	h.t.Helper()
 	var st configstatus.ConfigStatus
 	eventually(h.t, what, func() bool {

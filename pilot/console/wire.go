@@ -1,7 +1,7 @@
 package console
 
 import (
-	"sort"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,17 +39,12 @@ func ConfigRows(push *model.PushContext) []ConfigRow {
 				Generation: c.Generation, Source: c.Source})
 		}
 	}
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	slices.SortFunc(rows, func(a, b ConfigRow) int { return a.key().Compare(b.key()) })
 	return rows
+}
+
+func (r ConfigRow) key() model.ConfigKey {
+	return model.ConfigKey{Kind: model.Kind(r.Kind), Namespace: r.Namespace, Name: r.Name}
 }
 
 // StatusRows lists every object of the tracked kinds in store, sorted by

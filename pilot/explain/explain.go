@@ -8,7 +8,7 @@ package explain
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -179,15 +179,9 @@ func (c *collector) objects() []Object {
 	for _, o := range c.seen {
 		out = append(out, o)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
+	slices.SortFunc(out, func(a, b Object) int {
+		return model.ConfigKey{Kind: model.Kind(a.Kind), Namespace: a.Namespace, Name: a.Name}.Compare(
+			model.ConfigKey{Kind: model.Kind(b.Kind), Namespace: b.Namespace, Name: b.Name})
 	})
 	return out
 }

@@ -435,9 +435,7 @@ func (g *Gate) sortedKeys() []model.ConfigKey {
 	for k := range g.rolls {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b model.ConfigKey) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(keys, model.ConfigKey.Compare)
 	return keys
 }
 

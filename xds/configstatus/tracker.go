@@ -13,7 +13,6 @@ package configstatus
 
 import (
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -377,16 +376,7 @@ func (t *Tracker) All() []ConfigStatus {
 		out = append(out, t.statusLocked(key, o))
 	}
 	t.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	slices.SortFunc(out, func(a, b ConfigStatus) int { return a.Key().Compare(b.Key()) })
 	return out
 }
 

@@ -104,7 +104,7 @@ func (s *Store) Replace(configs []model.Config) []model.ConfigKey {
 			delete(s.lists, kind)
 		}
 	}
-	slices.SortFunc(changed, compareKeys)
+	slices.SortFunc(changed, model.ConfigKey.Compare)
 	return changed
 }
 
@@ -122,8 +122,4 @@ func sortedList(byKey map[objectKey]model.Config) []model.Config {
 	})
 	// Clip so a caller's append can never write into the shared array.
 	return slices.Clip(out)
-}
-
-func compareKeys(a, b model.ConfigKey) int {
-	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
