@@ -304,8 +304,25 @@ func TestConsoleInBrowser(t *testing.T) {
 		!strings.Contains(body, "<td>VirtualService</td><td>default</td><td>ratings</td>") {
 		t.Errorf("server's /ui/configs: %d, want the reviews and the new ratings VirtualService: %.2000s", code, body)
 	}
-	if code, _ := httpGet(t, "http://"+srv.HTTPListenAddr()+"/ui/explain?proxy=x&type=cds&name=y"); code != http.StatusNotImplemented {
-		t.Errorf("server's /ui/explain with no engine wired: %d, want 501", code)
+	if code, body := httpGet(t, "http://"+srv.HTTPListenAddr()+"/ui/explain?proxy=x&type=cds&name=y"); code != http.StatusUnprocessableEntity || !strings.Contains(body, "no connected proxy") {
+		t.Errorf("server's /ui/explain of an unknown proxy: %d, want 422 naming it: %.500s", code, body)
+	}
+
+	// The server's own explain engine, through its console, in the browser.
+	in(t, ctx, "fill and submit the server's explain form", chromedp.Steps(
+		chromedp.Navigate("http://"+srv.HTTPListenAddr()+"/ui/explain"),
+		chromedp.WaitVisible(chromedp.CSS("#explain-submit")),
+		chromedp.SendKeys(chromedp.CSS("#explain-proxy"), productpage.Id),
+		chromedp.SetValue(chromedp.CSS("#explain-type"), "cds"),
+		chromedp.SendKeys(chromedp.CSS("#explain-name"), cluster),
+		chromedp.Click(chromedp.CSS("#explain-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#explain-result")),
+	))
+	answer = in(t, ctx, "read the server's explain answer", chromedp.Text(chromedp.CSS("#explain-result")))
+	for _, c := range []string{`"DestinationRule"`, `"Service"`, `"reviews"`, `"v1"`, "destination-rule"} {
+		if !strings.Contains(answer, c) {
+			t.Errorf("the server's explain answer lacks %s: %.3000s", c, answer)
+		}
 	}
 }
 
