@@ -83,13 +83,31 @@ func (s *DiscoveryServer) statusLoop(ctx context.Context) {
 	expiry := time.NewTimer(time.Hour)
 	expiry.Stop()
 	defer expiry.Stop()
+	// pace holds the next pass back until statusSettleInterval after the
+	// last one: ACKs of a push arrive one by one, and settling re-counts
+	// every reached proxy of each object they touch, so passes are
+	// batched. Answers keep their own times (propagation is measured
+	// from them), so this only delays the status by up to the interval.
+	pace := time.NewTimer(time.Hour)
+	pace.Stop()
+	defer pace.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.statusQ.kick:
+			if wait := statusSettleInterval - time.Since(last); wait > 0 {
+				pace.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-pace.C:
+				}
+			}
 		case <-expiry.C:
 		}
+		last = time.Now()
 		s.statusQ.mu.Lock()
 		rounds := s.statusQ.rounds
 		s.statusQ.rounds = nil
@@ -103,6 +121,10 @@ func (s *DiscoveryServer) statusLoop(ctx context.Context) {
 		}
 	}
 }
+
+// statusSettleInterval is the least time between two passes of the
+// status goroutine.
+const statusSettleInterval = 25 * time.Millisecond
 
 // roundChanges works out, per tracked object of r, its generation and the
 // connections its change reaches: the round's scope evaluated for that key
