@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
 	"github.com/meshpilot/meshpilot/pilot/explain"
@@ -107,7 +108,7 @@ func TestExplainEndToEnd(t *testing.T) {
 		{url.Values{"proxyID": {node.GetId()}, "type": {"cds"}, "name": {"BlackHoleCluster"}}, http.StatusUnprocessableEntity, "BlackHoleCluster"},
 		{url.Values{"type": {"cds"}, "name": {"x"}}, http.StatusBadRequest, "proxyID is required"},
 	} {
-		status, body := get(t, base+"/debug/explain?"+tc.query.Encode())
+		status, body := testutil.Get(t, base+"/debug/explain?"+tc.query.Encode())
 		if status != tc.status || !strings.Contains(body, tc.says) {
 			t.Errorf("%v: %d %q, want %d saying %q", tc.query, status, body, tc.status, tc.says)
 		}
@@ -147,24 +148,10 @@ func writeFile(t *testing.T, path string, b []byte) {
 	}
 }
 
-func get(t *testing.T, u string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 func getJSON(t *testing.T, base, proxy, typ, name string, into *explain.Explanation) {
 	t.Helper()
 	q := url.Values{"proxyID": {proxy}, "type": {typ}, "name": {name}}
-	status, body := get(t, base+"/debug/explain?"+q.Encode())
+	status, body := testutil.Get(t, base+"/debug/explain?"+q.Encode())
 	if status != http.StatusOK {
 		t.Fatalf("explain %s %s: %d %s", typ, name, status, body)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -295,16 +294,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// The console the server registers next to its debug endpoints.
-	code, body := httpGet(t, "http://"+srv.HTTPListenAddr()+"/ui/")
+	code, body := testutil.Get(t, "http://"+srv.HTTPListenAddr()+"/ui/")
 	if code != http.StatusOK || strings.Count(body, `data-state="NACK"`) != 1 || !strings.Contains(body, "ratings-v1.default") {
 		t.Errorf("server's /ui/: %d, want 200 with one NACK and the ratings proxy: %.2000s", code, body)
 	}
-	code, body = httpGet(t, "http://"+srv.HTTPListenAddr()+"/ui/configs")
+	code, body = testutil.Get(t, "http://"+srv.HTTPListenAddr()+"/ui/configs")
 	if code != http.StatusOK || !strings.Contains(body, "<td>VirtualService</td><td>default</td><td>reviews</td>") ||
 		!strings.Contains(body, "<td>VirtualService</td><td>default</td><td>ratings</td>") {
 		t.Errorf("server's /ui/configs: %d, want the reviews and the new ratings VirtualService: %.2000s", code, body)
 	}
-	if code, body := httpGet(t, "http://"+srv.HTTPListenAddr()+"/ui/explain?proxy=x&type=cds&name=y"); code != http.StatusUnprocessableEntity || !strings.Contains(body, "no connected proxy") {
+	if code, body := testutil.Get(t, "http://"+srv.HTTPListenAddr()+"/ui/explain?proxy=x&type=cds&name=y"); code != http.StatusUnprocessableEntity || !strings.Contains(body, "no connected proxy") {
 		t.Errorf("server's /ui/explain of an unknown proxy: %d, want 422 naming it: %.500s", code, body)
 	}
 
@@ -337,18 +336,4 @@ func statesMatch(rows []console.ProxyRow, want map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func httpGet(t *testing.T, u string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
 }

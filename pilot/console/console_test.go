@@ -16,6 +16,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 // serve runs the console on a real HTTP server for the test.
@@ -28,29 +30,6 @@ func serve(t *testing.T, src Sources) string {
 	return srv.URL
 }
 
-func fetch(t *testing.T, req *http.Request) (int, string) {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
-func get(t *testing.T, u string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fetch(t, req)
-}
-
 func postForm(t *testing.T, u string, form url.Values, header http.Header) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
@@ -61,7 +40,7 @@ func postForm(t *testing.T, u string, form url.Values, header http.Header) (int,
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	return fetch(t, req)
+	return testutil.Do(t, req)
 }
 
 // TestUnavailableSourcesSaySo: with no source wired every page answers and
@@ -74,18 +53,18 @@ func TestUnavailableSourcesSaySo(t *testing.T) {
 		"/ui/explain": "Explain is not available",
 		"/ui/preview": "Preview is not available",
 	} {
-		code, body := get(t, base+path)
+		code, body := testutil.Get(t, base+path)
 		if code != http.StatusOK || !strings.Contains(body, want) {
 			t.Errorf("GET %s: %d, want 200 saying %q: %.300s", path, code, want, body)
 		}
 	}
-	if code, body := get(t, base+"/ui/explain?proxy=p&type=cds&name=x"); code != http.StatusNotImplemented || !strings.Contains(body, "explain is not available") {
+	if code, body := testutil.Get(t, base+"/ui/explain?proxy=p&type=cds&name=x"); code != http.StatusNotImplemented || !strings.Contains(body, "explain is not available") {
 		t.Errorf("explain without a source: %d %.300s", code, body)
 	}
 	if code, _ := postForm(t, base+"/ui/preview", url.Values{"yaml": {"kind: VirtualService"}}, nil); code != http.StatusNotImplemented {
 		t.Errorf("preview without a source: %d, want 501", code)
 	}
-	if code, _ := get(t, base+"/ui/static/console.css"); code != http.StatusOK {
+	if code, _ := testutil.Get(t, base+"/ui/static/console.css"); code != http.StatusOK {
 		t.Errorf("stylesheet: %d", code)
 	}
 }
@@ -120,11 +99,11 @@ func TestClientStringsEscaped(t *testing.T) {
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("Content-Security-Policy %q allows more than the stylesheet", csp)
 	}
-	_, body = get(t, base+"/ui/configs")
+	_, body = testutil.Get(t, base+"/ui/configs")
 	if strings.Contains(body, "<script>") || !strings.Contains(body, "&lt;script&gt;") || !strings.Contains(body, `<td class="status">—</td>`) {
 		t.Errorf("configs page: name not escaped or status not shown as —: %s", body)
 	}
-	_, body = get(t, base+"/ui/explain?proxy="+url.QueryEscape(hostile)+"&type=cds")
+	_, body = testutil.Get(t, base+"/ui/explain?proxy="+url.QueryEscape(hostile)+"&type=cds")
 	if strings.Contains(body, "<script>") {
 		t.Errorf("explain echoes its input unescaped: %s", body)
 	}
@@ -160,7 +139,7 @@ func TestExplain(t *testing.T) {
 		{"proxy=p&type=rds&name=reviews", http.StatusOK, "VirtualService default/reviews"},
 		{"proxy=secret&type=sds&name=default", http.StatusOK, "[redacted]"},
 	} {
-		code, body := get(t, base+"/ui/explain?"+tc.query)
+		code, body := testutil.Get(t, base+"/ui/explain?"+tc.query)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("explain?%.60s: %d, want %d showing %q: %.400s", tc.query, code, tc.code, tc.want, body)
 		}
