@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -208,5 +209,40 @@ func TestRolloutHaltsOnCanaryNACKThenPromotes(t *testing.T) {
 	})
 	if st.Affected != 100 || st.Rejected != 0 || st.Rollout.Applied != 10 {
 		t.Fatalf("status %+v (rollout %+v): want 100 of 100 after 10 canaries applied", st, *st.Rollout)
+	}
+}
+
+// TestRolloutWindowExpires: a canary that never answers halts the rollout
+// when the window ends, and is given the previous version back.
+func TestRolloutWindowExpires(t *testing.T) {
+	const good, next = "reviews.default.svc.cluster.local", "next.default.svc.cluster.local"
+	vs := func(gen int64, host string) model.Config {
+		c := virtualService("reviews", "default", gen, host)
+		c.Annotations = map[string]string{rollout.Annotation: "canary", rollout.WindowAnnotation: "3s"}
+		return c
+	}
+	h := newRolloutHarness(t, vs(1, good))
+	c := h.sotw()
+	c.send(&discovery.DiscoveryRequest{Node: nodeIn("p0", "default"), TypeUrl: model.ListenerType})
+	first := c.recvType(model.ListenerType)
+	if names := listenerNames(t, first); len(names) != 1 || names[0] != vsListener(1, good) {
+		t.Fatalf("first LDS %v, want the generation 1 listener", names)
+	}
+	c.send(ack(first))
+
+	// The only affected proxy is the canary; it is sent the change and
+	// never answers.
+	h.change(vs(2, next))
+	if names := listenerNames(t, c.recvType(model.ListenerType)); len(names) != 1 || names[0] != vsListener(2, next) {
+		t.Fatalf("canary LDS %v, want the generation 2 listener", names)
+	}
+	st := h.waitStatus(vsKey, "halted by the window", func(s configstatus.ConfigStatus) bool {
+		return s.Rollout != nil && s.Rollout.Phase == string(rollout.PhaseHalted)
+	})
+	if !strings.Contains(st.Rollout.Message, "1 of 1 canaries did not apply it within 3s") {
+		t.Fatalf("rollout %+v: want the window named", *st.Rollout)
+	}
+	if names := listenerNames(t, c.recvType(model.ListenerType)); len(names) != 1 || names[0] != vsListener(1, good) {
+		t.Fatalf("LDS after the halt %v, want the generation 1 listener back", names)
 	}
 }
