@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 )
 
 // fuzzSeeds are documents and files of every shape the loader meets.
@@ -303,3 +305,26 @@ func isSecondsForm(s string) bool {
 
 // durationName is the full name of google.protobuf.Duration.
 const durationName protoreflect.FullName = "google.protobuf.Duration"
+
+// FuzzParse feeds arbitrary bytes to Parse, the entry point of YAML sent
+// over HTTP (POST /debug/preview): it never panics, every error names its
+// document, and every object it returns has a kind, a name and a spec.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r, namespace: default}\nspec: {hosts: [r]}\n"))
+	f.Add([]byte("kind: DestinationRule\nmetadata: {name: d}\nspec: {host: d, subsets: [{name: v1, labels: {version: v1}}]}\n---\n{}\n"))
+	f.Add([]byte("- a\n- b\n"))
+	v := validation.New(validation.Options{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		configs, errs := Parse("request", data, v)
+		for _, e := range errs {
+			if e == nil || !strings.Contains(e.Error(), "request") {
+				t.Fatalf("error %v does not name the request's document", e)
+			}
+		}
+		for _, c := range configs {
+			if c.Kind == "" || c.Name == "" || c.Spec == nil {
+				t.Fatalf("object without kind, name or spec: %+v", c.Meta)
+			}
+		}
+	})
+}
