@@ -79,7 +79,9 @@ func (s *DiscoveryServer) rolloutPrepare(req *model.PushRequest, prev *model.Pus
 		}
 		r.decided = append(r.decided, g.SelectCanaries(k, cands)...)
 	}
-	if !req.Full {
+	states := g.States()
+	if !req.Full || len(states) == 0 {
+		// No rollout: nothing more on this full push's path.
 		return r
 	}
 	byID := map[string]uint64{}
@@ -90,7 +92,7 @@ func (s *DiscoveryServer) rolloutPrepare(req *model.PushRequest, prev *model.Pus
 	for _, k := range started {
 		startedNow[k] = true
 	}
-	for _, st := range g.States() {
+	for _, st := range states {
 		if _, changed := req.ConfigsUpdated[st.Key]; !changed {
 			continue
 		}
