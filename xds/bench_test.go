@@ -233,7 +233,7 @@ func BenchmarkDeltaConnectionBytes(b *testing.B) {
 		for _, p := range ps {
 			p.c.mu.Lock()
 			for _, ws := range p.c.watches {
-				resources += len(ws.sent)
+				resources += ws.sent.len()
 			}
 			p.c.mu.Unlock()
 		}

@@ -105,11 +105,11 @@ type watchState struct {
 	// sentSeq is the push round of the last response sent (status.go).
 	sentSeq uint64
 
-	// sent (Delta only) maps a resource name to the version last sent, as
-	// a number (see versionNumber); 0 means the client was told the
-	// resource does not exist. Names are the generators' (cache-shared) strings.
-	sent map[string]uint64
-	// hostIndex caches hosts(); reset whenever the subscription changes.
+	// sent (Delta only) holds the version last sent per resource, as a
+	// number (see versionNumber); 0 means the client was told the resource
+	// does not exist (restable.go).
+	sent *versionTable
+	// hostIndex (SotW only) caches hosts(); reset whenever the subscription changes.
 	hostIndex map[string]struct{}
 	// sentDigest and sentCount (SotW only) identify the set last sent
 	// (sum of resourceDigest), so a push that changes nothing for this

@@ -52,10 +52,10 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 	first := ws == nil
 	if first {
 		ws = newWatch(typeURL)
-		ws.sent = map[string]uint64{}
+		ws.sent = newVersionTable(c.s.names.forType(typeURL))
 		ws.watched.Wildcard = isWildcardType(typeURL) && len(req.GetResourceNamesSubscribe()) == 0
 		for name, v := range req.GetInitialResourceVersions() {
-			ws.sent[intern(name)] = versionNumber(v)
+			ws.sent.set(name, versionNumber(v))
 		}
 		c.watches[typeURL] = ws
 	}
@@ -101,7 +101,6 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 // unsubscribed names are forgotten and reported in removed_resources.
 func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 	changed := false
-	ws.hostIndex = nil
 	for _, n := range sub {
 		changed = true
 		if n == "*" {
@@ -109,7 +108,7 @@ func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 			continue
 		}
 		ws.watched.ResourceNames[intern(n)] = struct{}{}
-		delete(ws.sent, n)
+		ws.sent.del(n)
 	}
 	for _, n := range unsub {
 		changed = true
@@ -118,10 +117,10 @@ func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
 			continue
 		}
 		delete(ws.watched.ResourceNames, n)
-		if v, ok := ws.sent[n]; ok && v != absent {
-			ws.pendingRemoved = append(ws.pendingRemoved, n)
+		if v, ok := ws.sent.get(n); ok && v != absent {
+			ws.pendingRemoved = append(ws.pendingRemoved, intern(n))
 		}
-		delete(ws.sent, n)
+		ws.sent.del(n)
 	}
 	return changed
 }
@@ -173,20 +172,20 @@ func deltaRemovals(ws *watchState, res model.Resources, inScope func(string) boo
 		}
 	}
 	var removed []string
-	for name, v := range ws.sent {
+	ws.sent.each(func(name string, v uint64) {
 		if v == absent || !inScope(name) {
-			continue
+			return
 		}
 		if _, ok := generated[name]; !ok {
 			removed = append(removed, name)
 		}
-	}
+	})
 	if !ws.watched.Wildcard {
 		for name := range ws.watched.ResourceNames {
 			if _, ok := generated[name]; ok || !inScope(name) {
 				continue
 			}
-			if _, known := ws.sent[name]; !known {
+			if _, known := ws.sent.get(name); !known {
 				removed = append(removed, name)
 			}
 		}
@@ -237,7 +236,10 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 	if pg, ok := gen.(model.PartialGenerator); ok && !force {
 		if h, confined := req.ChangedServices(); confined && !servesAny(c.proxy, push, h) {
 			hosts = h
-			res, err = pg.GenerateServices(c.proxy, push, &ws.watched, hosts)
+			c.mu.Lock()
+			w := ws.confinedWatch(hosts)
+			c.mu.Unlock()
+			res, err = pg.GenerateServices(c.proxy, push, w, hosts)
 		}
 	}
 	switch {
@@ -262,9 +264,27 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 		_, ok := hosts[model.ResourceHost(name)]
 		return ok
 	}
+	names := make([]string, 0, len(res))
+	cloned := false
+	for i, r := range res {
+		if r.GetResource() == nil {
+			continue
+		}
+		if r.GetVersion() == "" {
+			// A generator that does not version its resources: hash here
+			// (on a copy of the slice: generators may share theirs).
+			if !cloned {
+				res, cloned = slices.Clone(res), true
+			}
+			res[i] = &discovery.Resource{Name: r.GetName(), Version: model.ResourceVersion(r.GetResource().GetValue()), Resource: r.GetResource(), Aliases: r.GetAliases()}
+		}
+		names = append(names, r.GetName())
+	}
+	ids := ws.sent.names.intern(names, make([]uint32, 0, len(names)))
 
 	c.mu.Lock()
 	var changed []*discovery.Resource
+	var changedIDs []uint32
 	var changedVersions []uint64
 	size := 0
 	// inSent counts generated names the client holds; inSub generated names
@@ -272,21 +292,20 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 	// name it subscribed to (in scope), nothing can have been removed and
 	// no per-push set of generated names is needed.
 	inSent, inSub := 0, 0
+	k := 0
 	for _, r := range res {
 		if r.GetResource() == nil {
 			continue
 		}
-		if r.GetVersion() == "" {
-			// A generator that does not version its resources: hash here.
-			r = &discovery.Resource{Name: r.GetName(), Version: model.ResourceVersion(r.GetResource().GetValue()), Resource: r.GetResource(), Aliases: r.GetAliases()}
-		}
+		id := ids[k]
+		k++
 		if !ws.watched.Wildcard {
 			if _, ok := ws.watched.ResourceNames[r.GetName()]; ok {
 				inSub++
 			}
 		}
 		v := versionNumber(r.GetVersion())
-		old, held := ws.sent[r.GetName()]
+		old, held := ws.sent.getID(id)
 		if held && old != absent {
 			inSent++
 		}
@@ -295,23 +314,12 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 		}
 		// Resources are shared (cache): send them as they are.
 		changed = append(changed, r)
+		changedIDs = append(changedIDs, id)
 		changedVersions = append(changedVersions, v)
 		size += len(r.GetResource().GetValue())
 	}
 	removed := ws.pendingRemoved
-	heldInScope, subInScope := 0, 0
-	for name, v := range ws.sent {
-		if v != absent && inScope(name) {
-			heldInScope++
-		}
-	}
-	if !ws.watched.Wildcard {
-		for name := range ws.watched.ResourceNames {
-			if inScope(name) {
-				subInScope++
-			}
-		}
-	}
+	heldInScope, subInScope := ws.inScopeCounts(only, hosts)
 	if heldInScope != inSent || (!ws.watched.Wildcard && subInScope != inSub) {
 		removed = append(removed, deltaRemovals(ws, res, inScope)...)
 	}
@@ -336,14 +344,12 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 		send: func() error { return stream.Send(resp) },
 		commit: func() {
 			c.mu.Lock()
-			for i, r := range changed {
-				ws.sent[r.GetName()] = changedVersions[i]
-			}
+			ws.sent.setGenerated(changedIDs, changedVersions, changed)
 			for _, name := range removed {
 				if _, subscribed := ws.watched.ResourceNames[name]; subscribed && !ws.watched.Wildcard {
-					ws.sent[name] = absent // told absent; resent when it appears
+					ws.sent.set(name, absent) // told absent; resent when it appears
 				} else {
-					delete(ws.sent, name)
+					ws.sent.del(name)
 				}
 			}
 			ws.pendingRemoved = nil

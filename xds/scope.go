@@ -233,6 +233,13 @@ func (c *Connection) watchesEndpointsOf(req *model.PushRequest) bool {
 		if k.Kind != model.KindEndpoints {
 			return true
 		}
+		if ws.sent != nil {
+			// Delta: by the type's name table (restable.go).
+			if ws.watchesHost(k.Name) {
+				return true
+			}
+			continue
+		}
 		if _, ok := ws.hosts()[k.Name]; ok {
 			return true
 		}

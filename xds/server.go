@@ -125,6 +125,9 @@ type DiscoveryServer struct {
 
 	// cache is env.Cache, shared by generators through the PushContext.
 	cache *model.XDSCache
+	// names interns generated resource names per type, for the Delta
+	// streams' version tables (restable.go).
+	names nameTables
 
 	// controlPlane is sent on every response; instance is its content.
 	controlPlane *corev3.ControlPlane

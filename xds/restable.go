@@ -1,0 +1,409 @@
+package xds
+
+import (
+	"slices"
+	"sync"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// Per-connection Delta state is index-based: what a stream holds of a type
+// is a sorted table of (resource index, version) pairs, 12 bytes per
+// resource and free of pointers, so the garbage collector never scans it.
+// The indexes come from a server-wide nameTable per type that interns the
+// names the generators produced, with each name's host, so a push confined
+// to a few services finds the resources of those services a stream holds
+// by index (O(changed)) instead of walking everything it holds.
+//
+// Only generated names are interned: a table grows with the server's own
+// configuration (every resource name it ever generated), never with names a
+// client sends. Names a client subscribed to that were never generated are
+// kept per stream (versionTable.other).
+
+// nameTables holds one nameTable per type URL.
+type nameTables struct {
+	mu     sync.Mutex
+	byType map[string]*nameTable
+}
+
+func (t *nameTables) forType(typeURL string) *nameTable {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byType == nil {
+		t.byType = map[string]*nameTable{}
+	}
+	nt := t.byType[typeURL]
+	if nt == nil {
+		nt = &nameTable{ids: map[string]uint32{}, byHost: map[string][]uint32{}}
+		t.byType[typeURL] = nt
+	}
+	return nt
+}
+
+// nameTable interns generated resource names of one type.
+type nameTable struct {
+	mu    sync.RWMutex
+	ids   map[string]uint32
+	names []string
+	// byHost lists the indexes of each host's names (model.ResourceHost;
+	// names without a host are not listed).
+	byHost map[string][]uint32
+}
+
+// lookup returns name's index, if it was ever generated.
+func (t *nameTable) lookup(name string) (uint32, bool) {
+	t.mu.RLock()
+	id, ok := t.ids[name]
+	t.mu.RUnlock()
+	return id, ok
+}
+
+// intern returns the indexes of names, adding those it lacks.
+func (t *nameTable) intern(names []string, out []uint32) []uint32 {
+	out = out[:0]
+	missing := false
+	t.mu.RLock()
+	for _, n := range names {
+		id, ok := t.ids[n]
+		if !ok {
+			missing = true
+			break
+		}
+		out = append(out, id)
+	}
+	t.mu.RUnlock()
+	if !missing {
+		return out
+	}
+	out = out[:0]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range names {
+		id, ok := t.ids[n]
+		if !ok {
+			n = intern(n)
+			id = uint32(len(t.names))
+			t.ids[n] = id
+			t.names = append(t.names, n)
+			if h := model.ResourceHost(n); h != "" {
+				t.byHost[h] = append(t.byHost[h], id)
+			}
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// name returns the name of index id.
+func (t *nameTable) name(id uint32) string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.names[id]
+}
+
+// hostIDs appends the indexes of hosts' names to out.
+func (t *nameTable) hostIDs(hosts map[string]struct{}, out []uint32) []uint32 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for h := range hosts {
+		out = append(out, t.byHost[h]...)
+	}
+	return out
+}
+
+// versionTable is what one stream holds of one type (Delta): the version
+// last sent per resource, absent (0) for a resource it was told does not
+// exist. Interned names are kept as sorted indexes into the type's
+// nameTable; other names (subscribed by the client and never generated, or
+// listed in its initial_resource_versions) in a map of their own.
+type versionTable struct {
+	names *nameTable
+	ids   []uint32
+	vers  []uint64
+	other map[string]uint64
+}
+
+func newVersionTable(names *nameTable) *versionTable {
+	return &versionTable{names: names}
+}
+
+// len returns the number of resources the table knows of.
+func (v *versionTable) len() int { return len(v.ids) + len(v.other) }
+
+func (v *versionTable) find(id uint32) (int, bool) {
+	return slices.BinarySearch(v.ids, id)
+}
+
+// get returns the version recorded for name.
+func (v *versionTable) get(name string) (uint64, bool) {
+	if id, ok := v.names.lookup(name); ok {
+		if i, found := v.find(id); found {
+			return v.vers[i], true
+		}
+	}
+	ver, ok := v.other[name]
+	return ver, ok
+}
+
+// getID returns the version recorded for index id.
+func (v *versionTable) getID(id uint32) (uint64, bool) {
+	if i, found := v.find(id); found {
+		return v.vers[i], true
+	}
+	return 0, false
+}
+
+// set records version ver for name.
+func (v *versionTable) set(name string, ver uint64) {
+	if id, ok := v.names.lookup(name); ok {
+		v.setID(id, ver)
+		delete(v.other, name)
+		return
+	}
+	if v.other == nil {
+		v.other = map[string]uint64{}
+	}
+	v.other[intern(name)] = ver
+}
+
+// setID records version ver for index id.
+func (v *versionTable) setID(id uint32, ver uint64) {
+	i, found := v.find(id)
+	if found {
+		v.vers[i] = ver
+		return
+	}
+	v.ids = slices.Insert(v.ids, i, id)
+	v.vers = slices.Insert(v.vers, i, ver)
+}
+
+// setMany records vers[k] for ids[k]; ids need not be sorted.
+func (v *versionTable) setMany(ids []uint32, vers []uint64) {
+	var newIDs []uint32
+	var newVers []uint64
+	for k, id := range ids {
+		if i, found := v.find(id); found {
+			v.vers[i] = vers[k]
+			continue
+		}
+		if n := len(v.ids); n == 0 || id > v.ids[n-1] {
+			if len(newIDs) == 0 {
+				v.ids = append(v.ids, id)
+				v.vers = append(v.vers, vers[k])
+				continue
+			}
+		}
+		newIDs = append(newIDs, id)
+		newVers = append(newVers, vers[k])
+	}
+	if len(newIDs) == 0 {
+		return
+	}
+	// Merge the new pairs in: sort them, then merge from the back.
+	order := make([]int, len(newIDs))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int { return int64Cmp(int64(newIDs[a]), int64(newIDs[b])) })
+	n, m := len(v.ids), len(newIDs)
+	v.ids = slices.Grow(v.ids, m)[:n+m]
+	v.vers = slices.Grow(v.vers, m)[:n+m]
+	i, j, w := n-1, m-1, n+m-1
+	for j >= 0 {
+		nid := newIDs[order[j]]
+		if i >= 0 && v.ids[i] > nid {
+			v.ids[w], v.vers[w] = v.ids[i], v.vers[i]
+			i--
+		} else {
+			// Duplicates within ids keep the last one given.
+			v.ids[w], v.vers[w] = nid, newVers[order[j]]
+			j--
+		}
+		w--
+	}
+	v.dedupe()
+}
+
+// dedupe drops repeated indexes (setMany given the same id twice), keeping one.
+func (v *versionTable) dedupe() {
+	if len(v.ids) < 2 {
+		return
+	}
+	w := 1
+	for r := 1; r < len(v.ids); r++ {
+		if v.ids[r] == v.ids[w-1] {
+			v.vers[w-1] = v.vers[r]
+			continue
+		}
+		v.ids[w], v.vers[w] = v.ids[r], v.vers[r]
+		w++
+	}
+	v.ids, v.vers = v.ids[:w], v.vers[:w]
+}
+
+// del forgets name.
+func (v *versionTable) del(name string) {
+	if id, ok := v.names.lookup(name); ok {
+		if i, found := v.find(id); found {
+			v.ids = slices.Delete(v.ids, i, i+1)
+			v.vers = slices.Delete(v.vers, i, i+1)
+		}
+	}
+	delete(v.other, name)
+}
+
+// each calls f for every known resource with its name; f must not change v.
+func (v *versionTable) each(f func(name string, ver uint64)) {
+	if len(v.ids) > 0 {
+		v.names.mu.RLock()
+		names := v.names.names
+		v.names.mu.RUnlock()
+		for i, id := range v.ids {
+			f(names[id], v.vers[i])
+		}
+	}
+	for n, ver := range v.other {
+		f(n, ver)
+	}
+}
+
+func int64Cmp(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// hostEntries returns the indexes of hosts' names and the name table to
+// read them in (names[id]).
+func (t *nameTable) hostEntries(hosts map[string]struct{}) ([]uint32, []string) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var ids []uint32
+	for h := range hosts {
+		ids = append(ids, t.byHost[h]...)
+	}
+	return ids, t.names
+}
+
+// setGenerated records the versions sent of generated resources (ids[k]
+// is the index of res[k]), which stop being names of their own.
+func (v *versionTable) setGenerated(ids []uint32, vers []uint64, res []*discovery.Resource) {
+	v.setMany(ids, vers)
+	if len(v.other) > 0 {
+		for _, r := range res {
+			delete(v.other, r.GetName())
+		}
+	}
+}
+
+// inScopeCounts returns how many resources in scope the stream holds (not
+// absent) and how many names in scope it subscribed to. The scope is only
+// when given, else the resources of hosts when given, else everything.
+// c.mu must be held.
+func (ws *watchState) inScopeCounts(only, hosts map[string]struct{}) (held, sub int) {
+	t := ws.sent
+	byName := !ws.watched.Wildcard
+	switch {
+	case only != nil:
+		for name := range only {
+			if v, ok := t.get(name); ok && v != absent {
+				held++
+			}
+			if _, ok := ws.watched.ResourceNames[name]; ok && byName {
+				sub++
+			}
+		}
+	case hosts == nil:
+		for _, v := range t.vers {
+			if v != absent {
+				held++
+			}
+		}
+		for _, v := range t.other {
+			if v != absent {
+				held++
+			}
+		}
+		if byName {
+			sub = len(ws.watched.ResourceNames)
+		}
+	default:
+		ids, names := t.names.hostEntries(hosts)
+		for _, id := range ids {
+			if v, ok := t.getID(id); ok && v != absent {
+				held++
+			}
+			if _, ok := ws.watched.ResourceNames[names[id]]; ok && byName {
+				sub++
+			}
+		}
+		for name, v := range t.other {
+			if _, ok := hosts[model.ResourceHost(name)]; !ok {
+				continue
+			}
+			if v != absent {
+				held++
+			}
+			if _, ok := ws.watched.ResourceNames[name]; ok && byName {
+				sub++
+			}
+		}
+	}
+	return held, sub
+}
+
+// confinedWatch returns the subscription narrowed to hosts' resources (a
+// wildcard watch as it is), for model.PartialGenerator. c.mu must be held.
+func (ws *watchState) confinedWatch(hosts map[string]struct{}) *model.WatchedResource {
+	if ws.watched.Wildcard {
+		return &ws.watched
+	}
+	w := &model.WatchedResource{TypeURL: ws.watched.TypeURL, ResourceNames: map[string]struct{}{}}
+	ids, names := ws.sent.names.hostEntries(hosts)
+	for _, id := range ids {
+		if _, ok := ws.watched.ResourceNames[names[id]]; ok {
+			w.ResourceNames[names[id]] = struct{}{}
+		}
+	}
+	for name := range ws.sent.other {
+		if _, ok := hosts[model.ResourceHost(name)]; !ok {
+			continue
+		}
+		if _, ok := ws.watched.ResourceNames[name]; ok {
+			w.ResourceNames[name] = struct{}{}
+		}
+	}
+	return w
+}
+
+// watchesHost reports whether a Delta stream subscribed to a resource of
+// host (a name that is not a cluster name counts as a host itself). c.mu
+// must be held.
+func (ws *watchState) watchesHost(host string) bool {
+	if ws.watched.Wildcard {
+		return true
+	}
+	if _, ok := ws.watched.ResourceNames[host]; ok {
+		return true
+	}
+	ids, names := ws.sent.names.hostEntries(map[string]struct{}{host: {}})
+	for _, id := range ids {
+		if _, ok := ws.watched.ResourceNames[names[id]]; ok {
+			return true
+		}
+	}
+	for name := range ws.sent.other {
+		if model.ResourceHost(name) == host {
+			if _, ok := ws.watched.ResourceNames[name]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
