@@ -48,9 +48,17 @@ func New() (Generator, error) {
 }
 
 // ndsDeps are what a cached name table depends on: the services (their
-// addresses, and for headless ones the ready addresses and pod names, whose
-// changes registries report as service changes) and the mesh.
-var ndsDeps = []model.ConfigKey{model.DependsOnAll(model.KindService)}
+// addresses) and the endpoints of the headless hosts it lists (their
+// ready addresses and pod names, whose changes registries report as
+// endpoint-only changes).
+func ndsDeps(headless []string) []model.ConfigKey {
+	deps := make([]model.ConfigKey, 0, 1+len(headless))
+	deps = append(deps, model.DependsOnAll(model.KindService))
+	for _, h := range headless {
+		deps = append(deps, model.EndpointsDep(h))
+	}
+	return deps
+}
 
 // Generate returns the proxy's name table as one resource. Tables are
 // cached in the push's XDSCache under what they are built from (cacheScope),
@@ -65,12 +73,13 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		return res, nil
 	}
 	tok := cache.Token(push)
-	a, err := g.desc.MarshalAny(Build(proxy, push))
+	table, headless := build(proxy, push)
+	a, err := g.desc.MarshalAny(table)
 	if err != nil {
 		return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
 	}
 	res := model.Resources{&discovery.Resource{Resource: a}}
-	cache.Add(key, ndsDeps, tok, res)
+	cache.Add(key, ndsDeps(headless), tok, res)
 	return res, nil
 }
 
@@ -88,7 +97,15 @@ func cacheScope(proxy *model.Proxy, push *model.PushContext) string {
 
 // Build returns the name table of proxy (see Generator).
 func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
+	out, _ := build(proxy, push)
+	return out
+}
+
+// build is Build, also returning the headless hosts whose endpoints the
+// table was built from.
+func build(proxy *model.Proxy, push *model.PushContext) (nds.NameTable, []string) {
 	out := nds.NameTable{}
+	var headless []string
 	for _, svc := range push.ServicesFor(proxy) {
 		var ips []string
 		switch {
@@ -99,6 +116,7 @@ func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
 		case model.NeedsAutoVIP(svc):
 			ips = push.AutoVIPsFor(proxy, svc)
 		case svc.Resolution == model.Passthrough && len(svc.Ports) > 0:
+			headless = append(headless, svc.Hostname)
 			ips = endpointIPs(push, svc)
 			addPodNames(out, push, svc)
 		}
@@ -111,7 +129,7 @@ func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
 		}
 		out[svc.Hostname] = ni
 	}
-	return out
+	return out, headless
 }
 
 // addPodNames adds, for a headless Kubernetes service, the DNS names of its
