@@ -5,10 +5,12 @@ package nametable
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/nds"
 	"github.com/meshpilot/meshpilot/model"
@@ -62,7 +64,12 @@ func ndsDeps(headless []string) []model.ConfigKey {
 
 // Generate returns the proxy's name table as one resource. Tables are
 // cached in the push's XDSCache under what they are built from (cacheScope),
-// so the sidecars of a namespace under one Sidecar share one.
+// so the sidecars of a namespace under one Sidecar share one. The entries
+// of each headless service (its ready addresses and pod names, thousands
+// for a large StatefulSet) are encoded once and cached apart, under that
+// service and its endpoints, then appended to each table's encoding: a
+// protobuf message's encodings concatenate into their merge, so a pod
+// change re-encodes one service's entries, not every scope's table.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	if g.desc.NameTable == nil {
 		return nil, fmt.Errorf("nds generator: not built with New")
@@ -74,13 +81,40 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 	tok := cache.Token(push)
 	table, headless := build(proxy, push)
-	a, err := g.desc.MarshalAny(table)
+	b, err := g.desc.Marshal(table)
 	if err != nil {
 		return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
 	}
-	res := model.Resources{&discovery.Resource{Resource: a}}
-	cache.Add(key, ndsDeps(headless), tok, res)
+	hosts := make([]string, 0, len(headless))
+	for _, svc := range headless {
+		part, err := g.headlessPart(push, svc)
+		if err != nil {
+			return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
+		}
+		b = append(b, part...)
+		hosts = append(hosts, svc.Hostname)
+	}
+	res := model.Resources{&discovery.Resource{Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: b}}}
+	cache.Add(key, ndsDeps(hosts), tok, res)
 	return res, nil
+}
+
+// headlessPart returns the encoded NameTable of the entries of headless
+// service svc (headlessTable), from the cache when it holds them.
+func (g Generator) headlessPart(push *model.PushContext, svc *model.Service) ([]byte, error) {
+	cache := push.XDSCache()
+	key := model.XDSCacheKey{Type: model.NameTableType, Name: "headless", Scope: svc.Hostname}
+	if res, ok := cache.Get(key); ok && len(res) == 1 {
+		return res[0].GetResource().GetValue(), nil
+	}
+	tok := cache.Token(push)
+	b, err := g.desc.Marshal(headlessTable(push, svc))
+	if err != nil {
+		return nil, fmt.Errorf("headless service %s: %w", svc.Hostname, err)
+	}
+	res := model.Resources{&discovery.Resource{Name: svc.Hostname, Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: b}}}
+	cache.Add(key, []model.ConfigKey{model.ServiceDep(svc.Hostname), model.EndpointsDep(svc.Hostname)}, tok, res)
+	return b, nil
 }
 
 // cacheScope is what, besides the snapshot, a proxy's name table is built
@@ -97,15 +131,18 @@ func cacheScope(proxy *model.Proxy, push *model.PushContext) string {
 
 // Build returns the name table of proxy (see Generator).
 func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
-	out, _ := build(proxy, push)
+	out, headless := build(proxy, push)
+	for _, svc := range headless {
+		maps.Copy(out, headlessTable(push, svc))
+	}
 	return out
 }
 
-// build is Build, also returning the headless hosts whose endpoints the
-// table was built from.
-func build(proxy *model.Proxy, push *model.PushContext) (nds.NameTable, []string) {
+// build returns the name table of proxy without the entries of headless
+// services, and those services, in the order the proxy sees them.
+func build(proxy *model.Proxy, push *model.PushContext) (nds.NameTable, []*model.Service) {
 	out := nds.NameTable{}
-	var headless []string
+	var headless []*model.Service
 	for _, svc := range push.ServicesFor(proxy) {
 		var ips []string
 		switch {
@@ -116,20 +153,35 @@ func build(proxy *model.Proxy, push *model.PushContext) (nds.NameTable, []string
 		case model.NeedsAutoVIP(svc):
 			ips = push.AutoVIPsFor(proxy, svc)
 		case svc.Resolution == model.Passthrough && len(svc.Ports) > 0:
-			headless = append(headless, svc.Hostname)
-			ips = endpointIPs(push, svc)
-			addPodNames(out, push, svc)
+			headless = append(headless, svc)
 		}
 		if len(ips) == 0 {
 			continue
 		}
-		ni := nds.NameInfo{IPs: ips, Registry: string(svc.Registry)}
-		if svc.Registry == model.RegistryKubernetes && !strings.HasSuffix(svc.Hostname, clusterSetSuffix) {
-			ni.Shortname, ni.Namespace = svc.Name, svc.Namespace
-		}
-		out[svc.Hostname] = ni
+		out[svc.Hostname] = nameInfo(svc, ips)
 	}
 	return out, headless
+}
+
+// headlessTable returns the entries of headless service svc, the same for
+// every proxy that sees it: the service to the addresses of its ready
+// endpoints, and its pods' names (addPodNames).
+func headlessTable(push *model.PushContext, svc *model.Service) nds.NameTable {
+	out := nds.NameTable{}
+	addPodNames(out, push, svc)
+	if ips := endpointIPs(push, svc); len(ips) > 0 {
+		out[svc.Hostname] = nameInfo(svc, ips)
+	}
+	return out
+}
+
+// nameInfo is the entry of svc resolving to ips.
+func nameInfo(svc *model.Service, ips []string) nds.NameInfo {
+	ni := nds.NameInfo{IPs: ips, Registry: string(svc.Registry)}
+	if svc.Registry == model.RegistryKubernetes && !strings.HasSuffix(svc.Hostname, clusterSetSuffix) {
+		ni.Shortname, ni.Namespace = svc.Name, svc.Namespace
+	}
+	return ni
 }
 
 // addPodNames adds, for a headless Kubernetes service, the DNS names of its
