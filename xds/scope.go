@@ -68,7 +68,13 @@ var byServiceKeys = map[model.Kind]bool{model.KindServiceEntry: true, model.Kind
 // typeAffected reports whether req can change typeURL for c's proxy.
 func (c *Connection) typeAffected(typeURL string, req *model.PushRequest) bool {
 	if !req.Full {
-		return typeURL == model.EndpointType || (typeURL == model.NameTableType && len(nameTableHosts(req)) > 0)
+		switch typeURL {
+		case model.EndpointType:
+			return c.watchesEndpointsOf(req)
+		case model.NameTableType:
+			return len(nameTableHosts(req)) > 0
+		}
+		return false
 	}
 	if len(req.ConfigsUpdated) == 0 || c.proxy.IsGRPC() {
 		return true

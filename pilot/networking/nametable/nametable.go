@@ -94,7 +94,9 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		b = append(b, part...)
 		hosts = append(hosts, svc.Hostname)
 	}
-	res := model.Resources{&discovery.Resource{Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: b}}}
+	// The version, computed once here, spares every push a digest of the
+	// whole table per proxy.
+	res := model.Resources{&discovery.Resource{Version: model.ResourceVersion(b), Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: b}}}
 	cache.Add(key, ndsDeps(hosts), tok, res)
 	return res, nil
 }
