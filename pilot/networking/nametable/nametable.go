@@ -81,17 +81,10 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	}
 	tok := cache.Token(push)
 	table, headless := build(proxy, push)
-	b, err := g.desc.Marshal(table)
-	if err != nil {
-		return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
-	}
+	b := encode(table)
 	hosts := make([]string, 0, len(headless))
 	for _, svc := range headless {
-		part, err := g.headlessPart(push, svc)
-		if err != nil {
-			return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
-		}
-		b = append(b, part...)
+		b = append(b, headlessPart(push, svc)...)
 		hosts = append(hosts, svc.Hostname)
 	}
 	// The version, computed once here, spares every push a digest of the
@@ -103,20 +96,17 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 
 // headlessPart returns the encoded NameTable of the entries of headless
 // service svc (headlessTable), from the cache when it holds them.
-func (g Generator) headlessPart(push *model.PushContext, svc *model.Service) ([]byte, error) {
+func headlessPart(push *model.PushContext, svc *model.Service) []byte {
 	cache := push.XDSCache()
 	key := model.XDSCacheKey{Type: model.NameTableType, Name: "headless", Scope: svc.Hostname}
 	if res, ok := cache.Get(key); ok && len(res) == 1 {
-		return res[0].GetResource().GetValue(), nil
+		return res[0].GetResource().GetValue()
 	}
 	tok := cache.Token(push)
-	b, err := g.desc.Marshal(headlessTable(push, svc))
-	if err != nil {
-		return nil, fmt.Errorf("headless service %s: %w", svc.Hostname, err)
-	}
+	b := encode(headlessTable(push, svc))
 	res := model.Resources{&discovery.Resource{Name: svc.Hostname, Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: b}}}
 	cache.Add(key, []model.ConfigKey{model.ServiceDep(svc.Hostname), model.EndpointsDep(svc.Hostname)}, tok, res)
-	return b, nil
+	return b
 }
 
 // cacheScope is what, besides the snapshot, a proxy's name table is built
