@@ -152,5 +152,17 @@ func TestNameTableHosts(t *testing.T) {
 		if got := len(nameTableHosts(req)) > 0; got != tc.want {
 			t.Errorf("endpoints of %s regenerate NDS: %v, want %v", tc.host, got, tc.want)
 		}
+		// A sidecar has no EDS cluster of a headless host; a gRPC client may.
+		sidecar := &Connection{proxy: &model.Proxy{}}
+		grpcClient := &Connection{proxy: &model.Proxy{Metadata: model.NodeMetadata{Generator: model.GeneratorGRPC}}}
+		if got := sidecar.typeAffected(model.NameTableType, req); got != tc.want {
+			t.Errorf("endpoints of %s: sidecar NDS affected %v, want %v", tc.host, got, tc.want)
+		}
+		if got := sidecar.typeAffected(model.EndpointType, req); got == tc.want {
+			t.Errorf("endpoints of %s: sidecar EDS affected %v, want %v", tc.host, got, !tc.want)
+		}
+		if !grpcClient.typeAffected(model.EndpointType, req) {
+			t.Errorf("endpoints of %s: gRPC client's EDS not affected", tc.host)
+		}
 	}
 }

@@ -70,7 +70,9 @@ func (c *Connection) typeAffected(typeURL string, req *model.PushRequest) bool {
 	if !req.Full {
 		switch typeURL {
 		case model.EndpointType:
-			return c.watchesEndpointsOf(req)
+			// Headless hosts have no EDS clusters in sidecars and gateways
+			// (ORIGINAL_DST): a request of them alone leaves EDS alone.
+			return c.proxy.IsGRPC() || len(req.ConfigsUpdated) == 0 || len(nameTableHosts(req)) < len(req.ConfigsUpdated)
 		case model.NameTableType:
 			return len(nameTableHosts(req)) > 0
 		}
