@@ -47,11 +47,11 @@ func ApplyRegistryState(idx *EndpointIndex, shard string, prev, next map[string]
 			// The change reaches CDS (see ClusterInputsEqual): push it as
 			// a change of the service, as Istio does when service accounts change.
 			ch.Services = append(ch.Services, ConfigKey{Kind: KindService, Name: h, Namespace: svc.Namespace})
-		case epsChanged && svc.Resolution == Passthrough && !nameTableInputsEqual(before, idx.Endpoints(h)):
-			// A headless service's ready addresses and pod names are in the
-			// DNS name table (NDS), which only full pushes regenerate: push
-			// it as a change of the service, as istiod does.
-			ch.Services = append(ch.Services, ConfigKey{Kind: KindService, Name: h, Namespace: svc.Namespace})
+		// A headless service's ready addresses and pod names, in the DNS
+		// name table, go out with the EDS-only push too: the push reaches
+		// the proxies watching NDS that see the host (xds/scope.go), and
+		// name tables depend on the endpoints of the headless hosts they
+		// list (pilot/networking/nametable).
 		case epsChanged:
 			ch.Endpoints = append(ch.Endpoints, ConfigKey{Kind: KindEndpoints, Name: h, Namespace: svc.Namespace})
 		}
@@ -88,29 +88,4 @@ func firstTargetPorts(eps []*Endpoint) map[string]uint32 {
 		}
 	}
 	return out
-}
-
-// nameTableInputsEqual reports whether two endpoint lists of a headless
-// service give the same DNS name table entries: the same ready addresses,
-// with the same pod host names.
-func nameTableInputsEqual(a, b []*Endpoint) bool {
-	ready := func(eps []*Endpoint) map[string]string {
-		out := map[string]string{}
-		for _, e := range eps {
-			if e.Healthy {
-				out[e.Address] = e.HostName
-			}
-		}
-		return out
-	}
-	ra, rb := ready(a), ready(b)
-	if len(ra) != len(rb) {
-		return false
-	}
-	for addr, host := range ra {
-		if h, ok := rb[addr]; !ok || h != host {
-			return false
-		}
-	}
-	return true
 }

@@ -28,9 +28,11 @@ func TestApplyRegistryStateEscalatesClusterInputs(t *testing.T) {
 		{"last endpoint gone", svc, nil, true},
 		{"target port changed", svc, []*Endpoint{ep("10.0.0.1", 8080, "spiffe://cluster.local/ns/default/sa/reviews")}, true},
 		{"DNS service, any change", dns, []*Endpoint{ep("10.0.0.9", 9080, "spiffe://cluster.local/ns/default/sa/reviews")}, true},
-		// Headless: the DNS name table (ready addresses, pod names) changes.
-		{"headless, another ready pod", headless, append(append([]*Endpoint(nil), base...), ep("10.0.0.2", 9080, "spiffe://cluster.local/ns/default/sa/reviews")), true},
-		{"headless, a pod name", headless, []*Endpoint{named(ep("10.0.0.1", 9080, "spiffe://cluster.local/ns/default/sa/reviews"), "reviews-0")}, true},
+		// Headless: the DNS name table (ready addresses, pod names) changes,
+		// and goes out with the EDS-only push (istio/istio#33969).
+		{"headless, another ready pod", headless, append(append([]*Endpoint(nil), base...), ep("10.0.0.2", 9080, "spiffe://cluster.local/ns/default/sa/reviews")), false},
+		{"headless, a pod name", headless, []*Endpoint{named(ep("10.0.0.1", 9080, "spiffe://cluster.local/ns/default/sa/reviews"), "reviews-0")}, false},
+		{"headless, new service account", headless, append(append([]*Endpoint(nil), base...), ep("10.0.0.2", 9080, "spiffe://cluster.local/ns/default/sa/reviews-v2")), true},
 		{"headless, an unready pod only", headless, append(append([]*Endpoint(nil), base...), unready(ep("10.0.0.2", 9080, "spiffe://cluster.local/ns/default/sa/reviews"))), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

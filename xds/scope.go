@@ -14,7 +14,7 @@ import (
 // whose generators differ, get every watched type on a full push):
 //
 //	kind                         CDS  EDS  LDS  RDS  NDS  other
-//	Endpoints (EDS-only)               x
+//	Endpoints (EDS-only)               x                   x (*)
 //	Service                       x    x    x    x    x
 //	DestinationRule               x    x
 //	VirtualService                          x    x
@@ -42,6 +42,10 @@ import (
 // they reach everyone. An endpoint-only (EDS) change reaches the proxies
 // watching a cluster of a changed host, which they only have when their
 // scope sees it. Any other change reaches every proxy.
+//
+// (*) The DNS name table lists the ready addresses and pod names of
+// headless services (resolution NONE): an EDS-only change of such a host
+// also regenerates NDS, for the proxies watching NDS whose scope sees it.
 var pushTypes = map[model.Kind][]string{
 	model.KindEndpoints:       {model.EndpointType},
 	model.KindService:         {model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.NameTableType},
@@ -64,7 +68,15 @@ var byServiceKeys = map[model.Kind]bool{model.KindServiceEntry: true, model.Kind
 // typeAffected reports whether req can change typeURL for c's proxy.
 func (c *Connection) typeAffected(typeURL string, req *model.PushRequest) bool {
 	if !req.Full {
-		return typeURL == model.EndpointType
+		switch typeURL {
+		case model.EndpointType:
+			// Headless hosts have no EDS clusters in sidecars and gateways
+			// (ORIGINAL_DST): a request of them alone leaves EDS alone.
+			return c.proxy.IsGRPC() || len(req.ConfigsUpdated) == 0 || len(nameTableHosts(req)) < len(req.ConfigsUpdated)
+		case model.NameTableType:
+			return len(nameTableHosts(req)) > 0
+		}
+		return false
 	}
 	if len(req.ConfigsUpdated) == 0 || c.proxy.IsGRPC() {
 		return true
@@ -98,6 +110,11 @@ type pushScope struct {
 	// namespaces: credentials go to gateways of the Secret's namespace only,
 	// image pull secrets to authenticated proxies with WasmPlugins of it.
 	secretNamespaces map[string]bool
+	// nameTable, for an EDS-only request, are the changed hosts whose
+	// endpoints are in the DNS name table (nameTableHosts); seesNameTable
+	// memoises, per SidecarScope, whether it sees one.
+	nameTable     []string
+	seesNameTable map[*model.SidecarScope]bool
 }
 
 // scopePair is a proxy's SidecarScope in the new snapshot and the previous one.
@@ -106,6 +123,8 @@ type scopePair struct{ now, before *model.SidecarScope }
 func newPushScope(req *model.PushRequest, prev *model.PushContext) *pushScope {
 	p := &pushScope{req: req, prev: prev, byScope: map[scopePair]bool{}}
 	if !req.Full {
+		p.nameTable = nameTableHosts(req)
+		p.seesNameTable = map[*model.SidecarScope]bool{}
 		return p
 	}
 	if len(req.ConfigsUpdated) == 0 {
@@ -144,7 +163,7 @@ func newPushScope(req *model.PushRequest, prev *model.PushContext) *pushScope {
 // affects reports whether the request concerns c.
 func (p *pushScope) affects(c *Connection) bool {
 	if !p.req.Full {
-		return c.watchesEndpointsOf(p.req)
+		return c.watchesEndpointsOf(p.req) || p.nameTableAffects(c)
 	}
 	if p.everyone {
 		return true
@@ -179,6 +198,48 @@ func (p *pushScope) affects(c *Connection) bool {
 		}
 	}
 	return false
+}
+
+// nameTableHosts returns the hosts of an EDS-only req's keys that are
+// headless in req.Push: resolution NONE without an address, whose ready
+// endpoints the DNS name table lists (see nametable.Build).
+func nameTableHosts(req *model.PushRequest) []string {
+	var out []string
+	for k := range req.ConfigsUpdated {
+		if k.Kind != model.KindEndpoints || req.Push == nil {
+			continue
+		}
+		if svc := req.Push.ServiceByHost(k.Name); svc != nil && svc.Resolution == model.Passthrough && !svc.HasAddress() {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
+
+// nameTableAffects reports whether c watches NDS and its scope sees one of
+// the changed headless hosts.
+func (p *pushScope) nameTableAffects(c *Connection) bool {
+	if len(p.nameTable) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	_, watches := c.watches[model.NameTableType]
+	c.mu.Unlock()
+	if !watches {
+		return false
+	}
+	scope := p.req.Push.SidecarScope(c.proxy)
+	sees, ok := p.seesNameTable[scope]
+	if !ok {
+		for _, h := range p.nameTable {
+			if scope.Service(h) != nil {
+				sees = true
+				break
+			}
+		}
+		p.seesNameTable[scope] = sees
+	}
+	return sees
 }
 
 // onlySecrets returns the namespaces of req's keys when every key is a

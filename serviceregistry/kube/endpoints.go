@@ -266,7 +266,7 @@ func selects(selector, labels map[string]string) bool {
 }
 
 // endpoint builds one endpoint; workload facts come from the referenced pod
-// when the index holds it.
+// when the index holds it, and a pod being deleted is not ready.
 func (x *Index) endpoint(svc *corev1.Service, addr string, p portMatch, ready bool, ref *corev1.ObjectReference, node string) *model.Endpoint {
 	ns := namespaceOf(svc.Namespace)
 	ep := &model.Endpoint{
@@ -285,6 +285,11 @@ func (x *Index) endpoint(svc *corev1.Service, addr string, p portMatch, ready bo
 		pod = x.pods[nsName{refNS, ref.Name}]
 	}
 	if pod != nil {
+		if pod.DeletionTimestamp != nil && !svc.Spec.PublishNotReadyAddresses {
+			// A terminating pod leaves at once, before the EndpointSlice
+			// controller marks it (istio/istio#44985).
+			ep.Healthy = false
+		}
 		ep.Labels = maps.Clone(pod.Labels)
 		ep.ServiceAccount = pod.Spec.ServiceAccountName
 		if ep.ServiceAccount == "" {

@@ -264,3 +264,42 @@ func TestEndpointSourcePrecedence(t *testing.T) {
 		})
 	}
 }
+
+// TestTerminatingPodNotReady: a pod being deleted is not ready even while
+// its EndpointSlice still says ready (istio/istio#44985), unless the
+// service publishes not-ready addresses.
+func TestTerminatingPodNotReady(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-abc", Namespace: "shop", Labels: map[string]string{LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr[int32](8080)}},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.1.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}},
+			{Addresses: []string{"10.1.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-2"}},
+		},
+	}
+	objs := Objects{
+		EndpointSlices: []*discoveryv1.EndpointSlice{slice},
+		Pods: []*corev1.Pod{
+			pod("web-1", "shop", "10.1.0.1", web, nil),
+			pod("web-2", "shop", "10.1.0.2", web, func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{} }),
+		},
+	}
+	for _, publish := range []bool{false, true} {
+		svc := service("web", "shop", func(s *corev1.Service) {
+			s.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}}
+			s.Spec.PublishNotReadyAddresses = publish
+		})
+		healthy := map[string]bool{}
+		for _, e := range NewIndex(objs).Endpoints(svc) {
+			healthy[e.Address] = e.Healthy
+		}
+		want := map[string]bool{"10.1.0.1": true, "10.1.0.2": publish}
+		if diff := cmp.Diff(want, healthy); diff != "" {
+			t.Errorf("publishNotReadyAddresses=%v: healthy by address (-want +got):\n%s", publish, diff)
+		}
+	}
+}

@@ -5,10 +5,12 @@ package nametable
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/internal/nds"
 	"github.com/meshpilot/meshpilot/model"
@@ -48,13 +50,26 @@ func New() (Generator, error) {
 }
 
 // ndsDeps are what a cached name table depends on: the services (their
-// addresses, and for headless ones the ready addresses and pod names, whose
-// changes registries report as service changes) and the mesh.
-var ndsDeps = []model.ConfigKey{model.DependsOnAll(model.KindService)}
+// addresses) and the endpoints of the headless hosts it lists (their
+// ready addresses and pod names, whose changes registries report as
+// endpoint-only changes).
+func ndsDeps(headless []string) []model.ConfigKey {
+	deps := make([]model.ConfigKey, 0, 1+len(headless))
+	deps = append(deps, model.DependsOnAll(model.KindService))
+	for _, h := range headless {
+		deps = append(deps, model.EndpointsDep(h))
+	}
+	return deps
+}
 
 // Generate returns the proxy's name table as one resource. Tables are
 // cached in the push's XDSCache under what they are built from (cacheScope),
-// so the sidecars of a namespace under one Sidecar share one.
+// so the sidecars of a namespace under one Sidecar share one. The entries
+// of each headless service (its ready addresses and pod names, thousands
+// for a large StatefulSet) are encoded once and cached apart, under that
+// service and its endpoints, then appended to each table's encoding: a
+// protobuf message's encodings concatenate into their merge, so a pod
+// change re-encodes one service's entries, not every scope's table.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	if g.desc.NameTable == nil {
 		return nil, fmt.Errorf("nds generator: not built with New")
@@ -65,13 +80,33 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 		return res, nil
 	}
 	tok := cache.Token(push)
-	a, err := g.desc.MarshalAny(Build(proxy, push))
-	if err != nil {
-		return nil, fmt.Errorf("nds for %s: %w", proxy.ID, err)
+	table, headless := build(proxy, push)
+	b := encode(table)
+	hosts := make([]string, 0, len(headless))
+	for _, svc := range headless {
+		b = append(b, headlessPart(push, svc)...)
+		hosts = append(hosts, svc.Hostname)
 	}
-	res := model.Resources{&discovery.Resource{Resource: a}}
-	cache.Add(key, ndsDeps, tok, res)
+	// The version, computed once here, spares every push a digest of the
+	// whole table per proxy.
+	res := model.Resources{&discovery.Resource{Version: model.ResourceVersion(b), Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: b}}}
+	cache.Add(key, ndsDeps(hosts), tok, res)
 	return res, nil
+}
+
+// headlessPart returns the encoded NameTable of the entries of headless
+// service svc (headlessTable), from the cache when it holds them.
+func headlessPart(push *model.PushContext, svc *model.Service) []byte {
+	cache := push.XDSCache()
+	key := model.XDSCacheKey{Type: model.NameTableType, Name: "headless", Scope: svc.Hostname}
+	if res, ok := cache.Get(key); ok && len(res) == 1 {
+		return res[0].GetResource().GetValue()
+	}
+	tok := cache.Token(push)
+	b := encode(headlessTable(push, svc))
+	res := model.Resources{&discovery.Resource{Name: svc.Hostname, Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: b}}}
+	cache.Add(key, []model.ConfigKey{model.ServiceDep(svc.Hostname), model.EndpointsDep(svc.Hostname)}, tok, res)
+	return b
 }
 
 // cacheScope is what, besides the snapshot, a proxy's name table is built
@@ -88,7 +123,18 @@ func cacheScope(proxy *model.Proxy, push *model.PushContext) string {
 
 // Build returns the name table of proxy (see Generator).
 func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
+	out, headless := build(proxy, push)
+	for _, svc := range headless {
+		maps.Copy(out, headlessTable(push, svc))
+	}
+	return out
+}
+
+// build returns the name table of proxy without the entries of headless
+// services, and those services, in the order the proxy sees them.
+func build(proxy *model.Proxy, push *model.PushContext) (nds.NameTable, []*model.Service) {
 	out := nds.NameTable{}
+	var headless []*model.Service
 	for _, svc := range push.ServicesFor(proxy) {
 		var ips []string
 		switch {
@@ -99,19 +145,35 @@ func Build(proxy *model.Proxy, push *model.PushContext) nds.NameTable {
 		case model.NeedsAutoVIP(svc):
 			ips = push.AutoVIPsFor(proxy, svc)
 		case svc.Resolution == model.Passthrough && len(svc.Ports) > 0:
-			ips = endpointIPs(push, svc)
-			addPodNames(out, push, svc)
+			headless = append(headless, svc)
 		}
 		if len(ips) == 0 {
 			continue
 		}
-		ni := nds.NameInfo{IPs: ips, Registry: string(svc.Registry)}
-		if svc.Registry == model.RegistryKubernetes && !strings.HasSuffix(svc.Hostname, clusterSetSuffix) {
-			ni.Shortname, ni.Namespace = svc.Name, svc.Namespace
-		}
-		out[svc.Hostname] = ni
+		out[svc.Hostname] = nameInfo(svc, ips)
+	}
+	return out, headless
+}
+
+// headlessTable returns the entries of headless service svc, the same for
+// every proxy that sees it: the service to the addresses of its ready
+// endpoints, and its pods' names (addPodNames).
+func headlessTable(push *model.PushContext, svc *model.Service) nds.NameTable {
+	out := nds.NameTable{}
+	addPodNames(out, push, svc)
+	if ips := endpointIPs(push, svc); len(ips) > 0 {
+		out[svc.Hostname] = nameInfo(svc, ips)
 	}
 	return out
+}
+
+// nameInfo is the entry of svc resolving to ips.
+func nameInfo(svc *model.Service, ips []string) nds.NameInfo {
+	ni := nds.NameInfo{IPs: ips, Registry: string(svc.Registry)}
+	if svc.Registry == model.RegistryKubernetes && !strings.HasSuffix(svc.Hostname, clusterSetSuffix) {
+		ni.Shortname, ni.Namespace = svc.Name, svc.Namespace
+	}
+	return ni
 }
 
 // addPodNames adds, for a headless Kubernetes service, the DNS names of its

@@ -1,6 +1,7 @@
 package nametable
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -174,12 +175,67 @@ func TestCache(t *testing.T) {
 			t.Errorf("%s: cached table differs from uncached (-uncached +cached):\n%s", p.ID, diff)
 		}
 	}
-	if hits != 2 || misses != 4 {
-		t.Errorf("%d hits, %d misses; want 2 (b, d) and 4", hits, misses)
+	// Four tables are built (a, c, e, f) and the headless service's
+	// entries once (with a's table): hits are b's and d's tables and the
+	// headless entries for c, e and f.
+	if hits != 5 || misses != 5 {
+		t.Errorf("%d hits, %d misses; want 5 and 5", hits, misses)
 	}
 	n := in.Cache.Len()
 	in.Cache.Invalidate(model.NewPushRequest(true, model.ReasonServiceUpdate, model.ConfigKey{Kind: model.KindService, Name: networkingtest.ReviewsHost, Namespace: "default"}))
 	if in.Cache.Len() != n-4 {
-		t.Errorf("a service change left %d of %d cached tables", in.Cache.Len(), n)
+		t.Errorf("a service change left %d of %d cached entries, want the headless entries alone", in.Cache.Len(), n)
+	}
+}
+
+// TestCacheHeadlessEndpoints: an endpoint-only change of a headless
+// service drops its cached entries and every table listing them, and the
+// tables then built hold the new endpoints; an endpoint change of a
+// ClusterIP service drops nothing.
+func TestCacheHeadlessEndpoints(t *testing.T) {
+	in := networkingtest.Standard()
+	in.Cache = model.NewXDSCache(model.XDSCacheOptions{})
+	env := in.Environment()
+	push := model.NewPushContext(env, nil, nil)
+	g, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := nds.NewDescriptors()
+	p := networkingtest.Proxy("10.1.0.1", "a", "default", nil)
+	table := func() nds.NameTable {
+		t.Helper()
+		res, err := g.Generate(p, push, &model.WatchedResource{TypeURL: model.NameTableType}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.UnmarshalAny(res[0].GetResource())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	before := table()
+	n := in.Cache.Len()
+	in.Cache.Invalidate(model.NewPushRequest(false, model.ReasonEndpointUpdate, model.ConfigKey{Kind: model.KindEndpoints, Name: networkingtest.ReviewsHost, Namespace: "default"}))
+	if in.Cache.Len() != n {
+		t.Errorf("a ClusterIP endpoint change dropped %d cached entries", n-in.Cache.Len())
+	}
+	ep := *env.Endpoints.Endpoints(networkingtest.StatefulHost)[0]
+	ep.Address, ep.HostName = "10.3.9.9", "stateful-9"
+	env.Endpoints.Update("test", networkingtest.StatefulHost, []*model.Endpoint{&ep})
+	in.Cache.Invalidate(model.NewPushRequest(false, model.ReasonEndpointUpdate, model.ConfigKey{Kind: model.KindEndpoints, Name: networkingtest.StatefulHost, Namespace: "default"}))
+	if in.Cache.Len() != n-2 {
+		t.Errorf("a headless endpoint change left %d of %d cached entries, want the table and the headless entries dropped", in.Cache.Len(), n)
+	}
+	after := table()
+	if got := after[networkingtest.StatefulHost].IPs; !slices.Equal(got, []string{"10.3.9.9"}) {
+		t.Errorf("after the change the headless service resolves to %v, want [10.3.9.9] (before: %v)", got, before[networkingtest.StatefulHost].IPs)
+	}
+	if _, ok := after["stateful-9.stateful.default.svc.cluster.local"]; !ok {
+		t.Errorf("after the change the table lacks the new pod's name: %v", after)
+	}
+	if diff := cmp.Diff(Build(p, push), after); diff != "" {
+		t.Errorf("cached table differs from Build (-build +cached):\n%s", diff)
 	}
 }
