@@ -113,7 +113,7 @@ func TestEndpointsUntouched(t *testing.T) {
 			if tc.sent {
 				ws.nonceSent = "n1"
 			}
-			c := &Connection{watches: map[string]*watchState{tc.typeURL: ws}}
+			c := &Connection{proxy: &model.Proxy{}, watches: map[string]*watchState{tc.typeURL: ws}}
 			if got := c.endpointsUntouched(tc.typeURL, tc.req); got != tc.want {
 				t.Errorf("endpointsUntouched = %v, want %v", got, tc.want)
 			}

@@ -19,7 +19,8 @@ func (c *Connection) watch(typeURL string) *watchState {
 // thus skips every proxy's EDS, which would regenerate and compare every
 // assignment it holds to find them all unchanged.
 func (c *Connection) endpointsUntouched(typeURL string, req *model.PushRequest) bool {
-	if typeURL != model.EndpointType {
+	if typeURL != model.EndpointType || c.proxy.IsGRPC() {
+		// gRPC clients' generators differ (scope.go): they get every push.
 		return false
 	}
 	hosts, confined := req.ChangedServices()
