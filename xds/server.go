@@ -125,6 +125,8 @@ type DiscoveryServer struct {
 
 	// cache is env.Cache, shared by generators through the PushContext.
 	cache *model.XDSCache
+	// bodies are encoded SotW resource sets shared by connections (sotw_encoding.go).
+	bodies bodyCache
 
 	// controlPlane is sent on every response; instance is its content.
 	controlPlane *corev3.ControlPlane

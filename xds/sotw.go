@@ -174,9 +174,16 @@ func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.
 		Nonce:        newNonce(),
 		ControlPlane: c.s.controlPlane,
 	}
+	send := func() error { return stream.Send(resp) }
+	if only == nil && size >= sharedBodyMin {
+		if body, err := c.s.bodies.body(typeURL, digest, anys); err == nil {
+			enc := &encodedResponse{DiscoveryResponse: resp, body: body}
+			send = func() error { return stream.SendMsg(enc) }
+		}
+	}
 	return &outgoing{
 		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: resp.GetVersionInfo(), seq: c.roundSeq, size: size, start: start,
-		send: func() error { return stream.Send(resp) },
+		send: send,
 		commit: func() {
 			c.mu.Lock()
 			if only != nil {
