@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/meshpilot/meshpilot/model"
 )
@@ -36,6 +37,11 @@ func applySotWNames(ws *watchState, names []string) subscriptionChange {
 		// The same request again: same set, same wildcard (a "*" among the
 		// names is in lastNames too).
 		return subscriptionChange{}
+	}
+	if !wildcard && !ws.watched.Wildcard && ws.lastNames != nil {
+		if added, ok := insertedNames(ws, names); ok {
+			return added
+		}
 	}
 	set := make(map[string]struct{}, len(names))
 	ordered := make([]string, 0, len(names))
@@ -78,4 +84,62 @@ func applySotWNames(ws *watchState, names []string) subscriptionChange {
 	default:
 		return subscriptionChange{changed: true}
 	}
+}
+
+// insertedNames applies names when they are the previous request's names
+// in the same order with some inserted (how a client adds a cluster to a
+// sorted subscription): only the inserted names are interned and added to
+// the set, in place (readers off the stream goroutine copy it under c.mu).
+// It returns false, changing nothing, when names are anything else. c.mu
+// must be held.
+func insertedNames(ws *watchState, names []string) (subscriptionChange, bool) {
+	last := ws.lastNames
+	if len(names) <= len(last) {
+		return subscriptionChange{}, false
+	}
+	ordered := make([]string, 0, len(names))
+	var inserted []string
+	j := 0
+	for _, n := range names {
+		if j < len(last) && n == last[j] {
+			ordered = append(ordered, last[j])
+			j++
+			continue
+		}
+		if n == "*" {
+			return subscriptionChange{}, false
+		}
+		if _, held := ws.watched.ResourceNames[n]; held {
+			// A name of the old set out of its place: not a plain insertion.
+			return subscriptionChange{}, false
+		}
+		n = intern(n)
+		ordered = append(ordered, n)
+		inserted = append(inserted, n)
+	}
+	if j != len(last) {
+		return subscriptionChange{}, false
+	}
+	added := make(map[string]struct{}, len(inserted))
+	for _, n := range inserted {
+		added[n] = struct{}{}
+		ws.watched.ResourceNames[n] = struct{}{}
+		if ws.hostIndex != nil {
+			ws.hostIndex[hostOf(n)] = struct{}{}
+		}
+	}
+	ws.lastNames = ordered
+	if !partialTypes[ws.watched.TypeURL] {
+		added = nil
+	}
+	return subscriptionChange{changed: true, added: added}, true
+}
+
+// hostOf returns the hostname of a cluster name, or name itself, as
+// watchState.hosts indexes it.
+func hostOf(name string) string {
+	if i := strings.LastIndexByte(name, '|'); i >= 0 {
+		return name[i+1:]
+	}
+	return name
 }

@@ -31,6 +31,11 @@ func TestApplySotWNames(t *testing.T) {
 		{name: "same set, other order", typeURL: model.EndpointType, before: []string{"a", "b"}, req: []string{"b", "a"}, wantNames: []string{"a", "b"}},
 		{name: "duplicates of a smaller set", typeURL: model.EndpointType, before: []string{"a", "b"}, req: []string{"a", "a"}, changed: true, wantNames: []string{"a"}},
 		{name: "only adds", typeURL: model.EndpointType, before: []string{"a"}, req: []string{"a", "b", "c"}, changed: true, added: []string{"b", "c"}, wantNames: []string{"a", "b", "c"}},
+		{name: "inserted in the middle", typeURL: model.EndpointType, before: []string{"a", "c"}, req: []string{"a", "b", "c", "d"}, changed: true, added: []string{"b", "d"}, wantNames: []string{"a", "b", "c", "d"}},
+		{name: "reordered and added", typeURL: model.EndpointType, before: []string{"a", "b"}, req: []string{"b", "a", "c"}, changed: true, added: []string{"c"}, wantNames: []string{"a", "b", "c"}},
+		{name: "a held name repeated", typeURL: model.EndpointType, before: []string{"a", "b"}, req: []string{"a", "b", "a"}, wantNames: []string{"a", "b"}},
+		{name: "an added name repeated", typeURL: model.EndpointType, before: []string{"a"}, req: []string{"a", "b", "b"}, changed: true, added: []string{"b"}, wantNames: []string{"a", "b"}},
+		{name: "star inserted", typeURL: model.EndpointType, before: []string{"a"}, req: []string{"*", "a"}, changed: true, wantNames: []string{"a"}, wantWildcrd: true},
 		{name: "adds and removes", typeURL: model.EndpointType, before: []string{"a"}, req: []string{"b"}, changed: true, wantNames: []string{"b"}},
 		{name: "only removes", typeURL: model.EndpointType, before: []string{"a", "b"}, req: []string{"a"}, changed: true, wantNames: []string{"a"}},
 		{name: "RDS adds", typeURL: model.RouteType, before: []string{"80"}, req: []string{"80", "8080"}, changed: true, added: []string{"8080"}, wantNames: []string{"80", "8080"}},
@@ -118,5 +123,22 @@ func TestEndpointsUntouched(t *testing.T) {
 				t.Errorf("endpointsUntouched = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestApplySotWNamesKeepsHostIndex: names inserted in place extend the
+// host index scoping uses, as a rebuild would.
+func TestApplySotWNamesKeepsHostIndex(t *testing.T) {
+	ws := newWatch(model.EndpointType)
+	applySotWNames(ws, []string{"outbound|80||a.ns.svc.cluster.local", "outbound|80||c.ns.svc.cluster.local"})
+	ws.hosts()
+	got := applySotWNames(ws, []string{"outbound|80||a.ns.svc.cluster.local", "outbound|80|v1|b.ns.svc.cluster.local", "outbound|80||c.ns.svc.cluster.local"})
+	if !got.changed || len(got.added) != 1 {
+		t.Fatalf("change = %+v, want one added name", got)
+	}
+	kept := maps.Clone(ws.hosts())
+	ws.hostIndex = nil
+	if rebuilt := ws.hosts(); !maps.Equal(kept, rebuilt) {
+		t.Fatalf("host index %v, a rebuild gives %v", kept, rebuilt)
 	}
 }
