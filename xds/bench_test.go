@@ -25,13 +25,19 @@ import (
 )
 
 // discardStream stands in for a gRPC stream: it counts what is sent and
-// discards it. Only Send and Context are used by the push path.
+// discards it. Only Send, SendMsg and Context are used by the push path.
 type discardStream[Req, Resp any] struct {
 	grpc.ServerStream
 	sends atomic.Int64
 }
 
 func (d *discardStream[Req, Resp]) Send(*Resp) error {
+	d.sends.Add(1)
+	return nil
+}
+
+// SendMsg takes SotW responses with a shared encoded body (sotw_encoding.go).
+func (d *discardStream[Req, Resp]) SendMsg(any) error {
 	d.sends.Add(1)
 	return nil
 }

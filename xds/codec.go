@@ -35,8 +35,13 @@ func NewCodec() *Codec {
 // Name is "proto": it replaces gRPC's protobuf codec on the wire unchanged.
 func (*Codec) Name() string { return "proto" }
 
-// Marshal encodes v into one pooled buffer of at most twice its size.
+// Marshal encodes v into one pooled buffer of at most twice its size; a
+// SotW response with shared encoded resources (sotw_encoding.go) is its
+// header and that shared body, uncopied.
 func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encodedResponse); ok {
+		return marshalEncoded(e)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("xds codec: marshal %T: not a proto.Message", v)

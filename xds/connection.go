@@ -116,6 +116,9 @@ type watchState struct {
 	// type sends nothing.
 	sentDigest uint64
 	sentCount  int
+	// lastNames (SotW only) are the names of the last request, interned,
+	// in its order (sotw_names.go).
+	lastNames []string
 	// pendingRemoved (Delta only) are unsubscribed names to report removed.
 	pendingRemoved []string
 	// unanswered is the size of the last response sent and not yet

@@ -190,7 +190,7 @@ func newHarnessWith(t *testing.T, ready bool, serverOpts func(*Options), opts ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.ForceServerCodecV2(NewCodec())) // as pilot/bootstrap installs it
 	s.Register(g)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(s.Listener(lis)) }()

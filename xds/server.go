@@ -128,6 +128,8 @@ type DiscoveryServer struct {
 	// names interns generated resource names per type, for the Delta
 	// streams' version tables (restable.go).
 	names nameTables
+	// bodies are encoded SotW resource sets shared by connections (sotw_encoding.go).
+	bodies bodyCache
 
 	// controlPlane is sent on every response; instance is its content.
 	controlPlane *corev3.ControlPlane

@@ -57,10 +57,10 @@ func (c *Connection) handleSotW(stream sotwStream, req *discovery.DiscoveryReque
 			ws = newWatch(typeURL)
 			c.watches[typeURL] = ws
 		}
-		setSotWNames(ws, req.GetResourceNames())
+		applySotWNames(ws, req.GetResourceNames())
 		c.mu.Unlock()
 		push := c.snapshot()
-		return c.sendSotW(stream, typeURL, push, proxyRequest(push))
+		return c.sendSotW(stream, typeURL, push, proxyRequest(push), nil)
 	case ws == nil || nonce != ws.nonceSent:
 		c.mu.Unlock()
 		c.recordStale(typeURL, nonce)
@@ -70,40 +70,14 @@ func (c *Connection) handleSotW(stream sotwStream, req *discovery.DiscoveryReque
 		c.recordNACK(ws, typeURL, nonce, req.GetErrorDetail().GetMessage())
 		return nil
 	}
-	changed := setSotWNames(ws, req.GetResourceNames())
+	sub := applySotWNames(ws, req.GetResourceNames())
 	c.mu.Unlock()
 	c.recordACK(ws, nonce, req.GetVersionInfo())
-	if !changed {
+	if !sub.changed {
 		return nil
 	}
 	push := c.snapshot()
-	return c.sendSotW(stream, typeURL, push, proxyRequest(push))
-}
-
-// setSotWNames replaces the subscription of ws with names and reports
-// whether it changed. Empty names on CDS/LDS, or "*", mean wildcard.
-func setSotWNames(ws *watchState, names []string) bool {
-	wildcard := isWildcardType(ws.watched.TypeURL) && len(names) == 0
-	set := make(map[string]struct{}, len(names))
-	for _, n := range names {
-		if n == "*" {
-			wildcard = true
-			continue
-		}
-		set[intern(n)] = struct{}{}
-	}
-	ws.hostIndex = nil
-	changed := wildcard != ws.watched.Wildcard || len(set) != len(ws.watched.ResourceNames)
-	if !changed {
-		for n := range set {
-			if _, ok := ws.watched.ResourceNames[n]; !ok {
-				changed = true
-				break
-			}
-		}
-	}
-	ws.watched.Wildcard, ws.watched.ResourceNames = wildcard, set
-	return changed
+	return c.sendSotW(stream, typeURL, push, proxyRequest(push), sub.added)
 }
 
 // pushSotW pushes req to a SotW connection: EDS only for EDS-only requests.
@@ -119,7 +93,11 @@ func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest, queued 
 		if !c.typeAffected(typeURL, req) {
 			continue
 		}
-		if o := c.prepareSotW(stream, typeURL, req.Push, req, true); o != nil {
+		if c.endpointsUntouched(typeURL, req) {
+			c.statusUnchanged(c.watch(typeURL), c.roundSeq)
+			continue
+		}
+		if o := c.prepareSotW(stream, typeURL, req.Push, req, true, nil); o != nil {
 			outs = append(outs, o)
 		}
 	}
@@ -133,10 +111,11 @@ func (c *Connection) pushSotW(stream sotwStream, req *model.PushRequest, queued 
 	return nil
 }
 
-// sendSotW generates typeURL and sends it. A generator error is logged and
-// counted and nothing is sent; a send error ends the stream.
-func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest) error {
-	o := c.prepareSotW(stream, typeURL, push, req, false)
+// sendSotW generates typeURL and sends it; a non-nil only sends those
+// subscribed names' resources alone (see prepareSotW). A generator error is
+// logged and counted and nothing is sent; a send error ends the stream.
+func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest, only map[string]struct{}) error {
+	o := c.prepareSotW(stream, typeURL, push, req, false, only)
 	if o == nil {
 		return nil
 	}
@@ -149,16 +128,22 @@ func (c *Connection) sendSotW(stream sotwStream, typeURL string, push *model.Pus
 // resend a whole type when any of it changes, but not a type the change left
 // alone (a new service's push leaves every existing endpoint assignment as
 // it was).
-func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest, onlyIfChanged bool) *outgoing {
+//
+// A non-nil only (names a request added to a watch of a partial type, see
+// partialTypes) confines the response to those names' resources: the client
+// keeps the ones it holds, and then holds those plus these.
+func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.PushContext, req *model.PushRequest, onlyIfChanged bool, only map[string]struct{}) *outgoing {
 	start := time.Now()
 	gen := c.generator(typeURL)
-	c.mu.Lock()
-	ws := c.watches[typeURL]
-	c.mu.Unlock()
+	ws := c.watch(typeURL)
 	if gen == nil || ws == nil || push == nil {
 		return nil
 	}
-	res, err := gen.Generate(c.proxy, push, &ws.watched, req)
+	watched := &ws.watched
+	if only != nil {
+		watched = &model.WatchedResource{TypeURL: typeURL, ResourceNames: only}
+	}
+	res, err := gen.Generate(c.proxy, push, watched, req)
 	if err != nil {
 		c.countError(typeURL, "builderr")
 		c.log.Error("generating xDS resources failed", "type", model.ShortType(typeURL), clientlog.Error("error", err))
@@ -189,12 +174,24 @@ func (c *Connection) prepareSotW(stream sotwStream, typeURL string, push *model.
 		Nonce:        newNonce(),
 		ControlPlane: c.s.controlPlane,
 	}
+	send := func() error { return stream.Send(resp) }
+	if only == nil && size >= sharedBodyMin {
+		if body, err := c.s.bodies.body(typeURL, digest, anys); err == nil {
+			enc := &encodedResponse{DiscoveryResponse: resp, body: body}
+			send = func() error { return stream.SendMsg(enc) }
+		}
+	}
 	return &outgoing{
 		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: resp.GetVersionInfo(), seq: c.roundSeq, size: size, start: start,
-		send: func() error { return stream.Send(resp) },
+		send: send,
 		commit: func() {
 			c.mu.Lock()
-			ws.sentDigest, ws.sentCount = digest, len(anys)
+			if only != nil {
+				// Digests are sums: the held set grew by these resources.
+				ws.sentDigest, ws.sentCount = ws.sentDigest+digest, ws.sentCount+len(anys)
+			} else {
+				ws.sentDigest, ws.sentCount = digest, len(anys)
+			}
 			c.mu.Unlock()
 		},
 	}

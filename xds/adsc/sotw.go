@@ -60,7 +60,16 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 				continue
 			}
 		}
-		deps := c.store(t, true, got, nil, proto.Size(resp))
+		// Only Listener and Cluster responses carry the whole set; an EDS or
+		// RDS response may carry a part, and the rest is kept (as Envoy and
+		// grpc-go do) unless no longer subscribed.
+		_, byName := subscribed[t]
+		whole := !byName || t == model.ClusterType || t == model.ListenerType
+		var dropped []string
+		if !whole {
+			dropped = c.unsubscribed(t, subscribed[t])
+		}
+		deps := c.store(t, whole, got, dropped, proto.Size(resp))
 		c.mu.Lock()
 		c.versions[t] = resp.GetVersionInfo()
 		c.mu.Unlock()
@@ -83,6 +92,20 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 			}
 		}
 	}
+}
+
+// unsubscribed returns the names of type t held and not in names (sorted,
+// as dependentsLocked makes them).
+func (c *Client) unsubscribed(t string, names []string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for n := range c.resources[t] {
+		if _, ok := slices.BinarySearch(names, n); !ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func (c *Client) version(t string) string {

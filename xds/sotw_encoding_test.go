@@ -1,0 +1,195 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+func testAnys(n, size int, seed byte) []*anypb.Any {
+	out := make([]*anypb.Any, n)
+	for i := range out {
+		v := make([]byte, size)
+		for j := range v {
+			v[j] = seed + byte(i+j)
+		}
+		out[i] = &anypb.Any{TypeUrl: model.ClusterType, Value: v}
+	}
+	return out
+}
+
+// TestCodecEncodedResponseDecodesAsTheResponse: the header-then-body
+// encoding decodes to the very response, and a server without Codec
+// marshals the same response through the embedded message.
+func TestCodecEncodedResponseDecodesAsTheResponse(t *testing.T) {
+	anys := testAnys(50, 700, 1)
+	resp := &discovery.DiscoveryResponse{
+		VersionInfo: "2026-11-25T04:00:00Z/7", Resources: anys, TypeUrl: model.ClusterType, Nonce: "NONCE",
+		ControlPlane: &corev3.ControlPlane{Identifier: `{"Component":"istiod"}`},
+	}
+	var bc bodyCache
+	body, err := bc.body(model.ClusterType, 42, anys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := &encodedResponse{DiscoveryResponse: resp, body: body}
+	data, err := NewCodec().Marshal(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Free()
+	var got discovery.DiscoveryResponse
+	if err := proto.Unmarshal(data.Materialize(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&got, resp) {
+		t.Fatalf("decoded %v, want %v", &got, resp)
+	}
+	if n := len(data); n != 2 || &data[1].ReadOnlyData()[0] != &body[0] {
+		t.Errorf("encoded response is %d buffers, want the header and the shared body uncopied", n)
+	}
+	plain, err := proto.Marshal(enc) // what gRPC's own codec does
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaDefault discovery.DiscoveryResponse
+	if err := proto.Unmarshal(plain, &viaDefault); err != nil || !proto.Equal(&viaDefault, resp) {
+		t.Fatalf("default codec path: %v, %v", err, &viaDefault)
+	}
+}
+
+func TestBodyCacheSharesAndChecks(t *testing.T) {
+	var bc bodyCache
+	anys := testAnys(10, 100, 1)
+	b1, err := bc.body(model.ClusterType, 1, anys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another proxy's set: the same shared Anys, or copies with equal bytes.
+	copies := make([]*anypb.Any, len(anys))
+	for i, a := range anys {
+		copies[i] = proto.Clone(a).(*anypb.Any)
+	}
+	for _, set := range [][]*anypb.Any{anys, copies} {
+		b2, err := bc.body(model.ClusterType, 1, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &b2[0] != &b1[0] {
+			t.Error("the same set was encoded twice")
+		}
+	}
+	// A different set under the same key (a digest collision, or another
+	// order) is encoded for itself, never served the other's bytes.
+	reordered := slices.Clone(anys)
+	slices.Reverse(reordered)
+	for _, set := range [][]*anypb.Any{testAnys(10, 100, 2), reordered} {
+		b3, err := bc.body(model.ClusterType, 1, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := encodeResources(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(b3, want) {
+			t.Fatal("a colliding set was served another set's body")
+		}
+	}
+}
+
+func TestBodyCacheBounded(t *testing.T) {
+	var bc bodyCache
+	const size = 4 << 20
+	for i := range maxBodyBytes/size + 4 {
+		a := &anypb.Any{TypeUrl: model.ClusterType, Value: make([]byte, size)}
+		if _, err := bc.body(model.ClusterType, uint64(i), []*anypb.Any{a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bc.bytes > maxBodyBytes || len(bc.entries) != len(bc.order) {
+		t.Fatalf("cache holds %d bytes in %d entries (%d ordered), want at most %d", bc.bytes, len(bc.entries), len(bc.order), maxBodyBytes)
+	}
+}
+
+// TestSotWSharedBodyOverStreams: proxies that see the same services are
+// sent CDS responses sharing one encoded body, over real streams with the
+// server's Codec; every response decodes complete and valid (the stream
+// helper validates each), with its own nonce.
+func TestSotWSharedBodyOverStreams(t *testing.T) {
+	h := newHarness(t, true, realCDSEDS)
+	var svcs []*model.Service
+	for i := range 60 {
+		svcs = append(svcs, service(fmt.Sprintf("svc%02d", i), 80))
+	}
+	h.reg.set(svcs...)
+	h.fullPush()
+	eventually(t, "push of 60 services", func() bool { return len(h.s.PushContext().Services()) == 60 })
+	var nonces []string
+	for _, pod := range []string{"pod1", "pod2", "pod3"} {
+		c, r := initialCDS(h, pod)
+		if got := len(sotwNames(t, r)); got < 60 {
+			t.Fatalf("%s: CDS has %d clusters, want the 60 services' and more", pod, got)
+		}
+		if size := proto.Size(r); size < sharedBodyMin {
+			t.Fatalf("CDS of %d bytes: too small to test sharing", size)
+		}
+		nonces = append(nonces, r.GetNonce())
+		c.send(ack(r))
+	}
+	if distinct := slices.Compact(slices.Sorted(slices.Values(nonces))); len(distinct) != 3 {
+		t.Fatalf("nonces %v", nonces)
+	}
+	h.s.bodies.mu.Lock()
+	n := len(h.s.bodies.entries)
+	h.s.bodies.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d encoded bodies for three proxies with one view, want 1", n)
+	}
+}
+
+// BenchmarkSotWEncode is the per-proxy cost of encoding one complete
+// 500-cluster CDS response (600-byte clusters, as under auto-mTLS) for the
+// wire, proxies sharing one view: "full" marshals each response whole
+// (Codec), "shared" looks the set up in the body cache and writes the
+// header before the shared body.
+func BenchmarkSotWEncode(b *testing.B) {
+	anys := testAnys(500, 600, 1)
+	codec := NewCodec()
+	resp := func(i int) *discovery.DiscoveryResponse {
+		return &discovery.DiscoveryResponse{VersionInfo: fmt.Sprintf("2026-11-25T04:00:00Z/%d", i), Resources: anys,
+			TypeUrl: model.ClusterType, Nonce: "ABCDEFGHIJKLMNOPQRSTUVWXYZ", ControlPlane: &corev3.ControlPlane{Identifier: `{"Component":"istiod"}`}}
+	}
+	b.Run("full", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			data, err := codec.Marshal(resp(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			data.Free()
+		}
+	})
+	b.Run("shared", func(b *testing.B) {
+		var bc bodyCache
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			body, err := bc.body(model.ClusterType, 7, anys)
+			if err != nil {
+				b.Fatal(err)
+			}
+			data, err := codec.Marshal(&encodedResponse{DiscoveryResponse: resp(i), body: body})
+			if err != nil {
+				b.Fatal(err)
+			}
+			data.Free()
+		}
+	})
+}
