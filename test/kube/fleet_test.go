@@ -33,18 +33,25 @@ import (
 // processes, a TCP balancer standing in for the Service, and a fleet of
 // simulated proxies that reconnect as Envoy does.
 
-// buildPilotDiscovery builds ./cmd/pilot-discovery into a temporary directory.
-func buildPilotDiscovery(t *testing.T) string {
+// buildPilotDiscovery starts building ./cmd/pilot-discovery into a
+// temporary directory and returns a channel that yields the binary's path,
+// or "" after reporting the failure with t.Errorf.
+func buildPilotDiscovery(t *testing.T) <-chan string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "pilot-discovery")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/pilot-discovery")
 	cmd.Dir = fixtures.RepoRoot(t)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pilot-discovery: %v\n%s", err, b)
-	}
-	return out
+	built := make(chan string, 1)
+	go func() {
+		defer cancel()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("go build ./cmd/pilot-discovery: %v\n%s", err, b)
+			out = ""
+		}
+		built <- out
+	}()
+	return built
 }
 
 // replica is one pilot-discovery process in Kubernetes mode.

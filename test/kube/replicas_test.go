@@ -32,11 +32,19 @@ const echoCluster = "outbound|80||echo.default.svc.cluster.local"
 // 1,500, within 10 s. A new replica then gets its share as connections age
 // out (--keepaliveMaxServerConnectionAge), and every proxy still converges.
 func TestReplicas(t *testing.T) {
+	began := time.Now()
+	// Link pilot-discovery while the API server starts.
+	built := buildPilotDiscovery(t)
 	env := kubetest.Start(t)
 	a := newApplier(t, env)
 	installCRDs(t, env, a)
 	createEcho(t, env)
-	bin := buildPilotDiscovery(t)
+	t.Logf("API server and CRDs ready after %v", time.Since(began).Round(time.Millisecond))
+	bin := <-built
+	if bin == "" {
+		t.FailNow() // the build failed and said why
+	}
+	t.Logf("pilot-discovery built after %v", time.Since(began).Round(time.Millisecond))
 	lb := startBalancer(t)
 
 	var rs []*replica
@@ -48,6 +56,7 @@ func TestReplicas(t *testing.T) {
 		lb.add(r.grpcAddr)
 	}
 
+	t.Logf("3 replicas ready after %v", time.Since(began).Round(time.Millisecond))
 	start := time.Now()
 	f := startFleet(t, lb.addr(), replicaProxies, replicaConns)
 	took, err := f.waitConverged(nil, start, 2*time.Minute, echoCluster)
