@@ -279,8 +279,9 @@ func (b *balancer) close() {
 	b.wg.Wait()
 }
 
-// Envoy's ADS retry: a jittered exponential backoff, each delay drawn at
-// random below min(base·2^attempt, max), reset once a stream has lived.
+// Reconnects back off as Envoy's ADS stream does, jittered and
+// exponential: each delay drawn at random below min(base·2^attempt, max),
+// reset once a stream has lived. The 5 s cap keeps the test bounded.
 const (
 	retryBase     = 500 * time.Millisecond
 	retryMax      = 5 * time.Second
