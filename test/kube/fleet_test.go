@@ -68,7 +68,7 @@ type replica struct {
 // when t ends, and its log tail printed if t failed.
 func startReplica(t *testing.T, bin string, env *kubetest.Env, name string, maxAge time.Duration) *replica {
 	t.Helper()
-	ports, err := testutil.FreePorts(3)
+	ports, err := testutil.FreePorts(4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +79,13 @@ func startReplica(t *testing.T, bin string, env *kubetest.Env, name string, maxA
 		"--kubeconfig", env.Kubeconfig(),
 		"--namespace", "istio-system",
 		"--grpcAddr", r.grpcAddr, "--httpAddr", r.httpAddr, "--monitoringAddr", r.monAdr,
-		"--secureGRPCAddr=", "--httpsAddr=",
+		// The CA (and its root-cert publisher) on; the webhooks off.
+		"--secureGRPCAddr", addr(3), "--httpsAddr=",
 		"--keepaliveMaxServerConnectionAge", maxAge.String(),
 		"--log_output_level", "default:warn")
 	r.cmd.Dir = dir
-	r.cmd.Env = []string{"POD_NAME=" + name, "HOME=" + dir, "PATH=/usr/bin:/bin"}
+	// The chart's default: the status-leader writes config status.
+	r.cmd.Env = []string{"POD_NAME=" + name, "HOME=" + dir, "PATH=/usr/bin:/bin", "PILOT_ENABLE_STATUS=true"}
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -159,6 +161,10 @@ func (r *replica) proxies() (map[string]bool, error) {
 	}
 	return pods, nil
 }
+
+// holds reports whether identity, a Lease holder, is this replica: its
+// election identity is its POD_NAME and a random suffix.
+func (r *replica) holds(identity string) bool { return strings.HasPrefix(identity, r.name+"-") }
 
 func tail(s string, lines int) string {
 	l := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 )
 
 // TestReplicas sizes: proxies over shared gRPC connections, and each
@@ -81,10 +82,21 @@ func TestReplicas(t *testing.T) {
 		return nil
 	})
 
-	// SIGKILL one replica: no GOAWAY, no lease release. Its proxies (those
-	// it served a moment before) must come back elsewhere, and a change
-	// made while it is gone must reach everyone.
-	victim, live := rs[2], rs[:2]
+	// Only the singleton writers are elected: with the CA and status
+	// writing on (webhooks off), the Leases are the root-cert publisher's
+	// and the status writer's, each held by one of the serving replicas.
+	holders := leaseHolders(t, env, rs)
+
+	// SIGKILL one replica, the status writer: no GOAWAY, no lease release.
+	// Its proxies (those it served a moment before) must come back
+	// elsewhere, and a change made while it is gone must reach everyone.
+	victim := holders[statusLease]
+	var live []*replica
+	for _, r := range rs {
+		if r != victim {
+			live = append(live, r)
+		}
+	}
 	orphans, err := victim.proxies()
 	if err != nil {
 		t.Fatal(err)
@@ -146,12 +158,61 @@ func TestReplicas(t *testing.T) {
 	}
 	t.Logf("FIGURE rebalance: %s served %d proxies (a quarter) %v after joining; shares now %v", fresh.name, want, rebalanced.Round(time.Millisecond), got)
 
+	// The dead replica's Leases expire and live replicas take them over.
+	taken := leaseHolders(t, env, append(live, fresh))
+	t.Logf("FIGURE lease takeover: %s held by %s, %v after the SIGKILL of %s", statusLease, taken[statusLease].name,
+		time.Since(killed).Round(time.Second), victim.name)
+
 	// Every proxy, wherever it now is, converges on a later change.
 	changed := time.Now()
 	a.apply(serviceEntry("after-scale-out", "scaled.example.com"), "default")
 	if _, err := f.waitConverged(nil, changed, failoverBound, echoCluster, failoverCluster, "outbound|80||scaled.example.com"); err != nil {
 		t.Fatalf("after scale-out: %v", err)
 	}
+}
+
+// The Leases istiod's singleton writers hold (pilot/bootstrap).
+const (
+	statusLease     = "istio-status-leader"
+	rootCertLease   = "istio-namespace-controller-election"
+	electionTimeout = 45 * time.Second // 30 s lease, 2 s retry, and a loaded machine
+)
+
+// leaseHolders waits until the Leases in istio-system are exactly the
+// status writer's and the root-cert publisher's, each held by one of rs,
+// and returns their holders by Lease name.
+func leaseHolders(t *testing.T, env *kubetest.Env, rs []*replica) map[string]*replica {
+	t.Helper()
+	var out map[string]*replica
+	testutil.EventuallyNoError(t, electionTimeout, "Leases held by serving replicas", func() error {
+		list, err := env.Clientset().CoordinationV1().Leases("istio-system").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		out = map[string]*replica{}
+		for _, l := range list.Items {
+			if l.Name != statusLease && l.Name != rootCertLease {
+				t.Fatalf("Lease %s: only the singleton writers' Leases should exist", l.Name)
+			}
+			id := ""
+			if l.Spec.HolderIdentity != nil {
+				id = *l.Spec.HolderIdentity
+			}
+			for _, r := range rs {
+				if r.holds(id) {
+					out[l.Name] = r
+				}
+			}
+			if out[l.Name] == nil {
+				return fmt.Errorf("Lease %s held by %q, not a serving replica", l.Name, id)
+			}
+		}
+		if len(out) != 2 {
+			return fmt.Errorf("Leases %v, want %s and %s", out, statusLease, rootCertLease)
+		}
+		return nil
+	})
+	return out
 }
 
 // createEcho creates the control plane's namespace and Service
