@@ -90,6 +90,10 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	f.StringVar(&opts.Domain, "domain", opts.Domain, "DNS domain suffix")
 	f.StringVar(&opts.ClusterID, "clusterID", opts.ClusterID, "The ID of the cluster that this instance resides in")
 	f.StringVarP(&opts.Namespace, "namespace", "n", opts.Namespace, "The control plane's namespace")
+	f.DurationVar(&opts.Keepalive.Interval, "keepaliveInterval", opts.Keepalive.Interval, "The time interval if no activity on the connection it pings the peer to see if the transport is alive")
+	f.DurationVar(&opts.Keepalive.Timeout, "keepaliveTimeout", opts.Keepalive.Timeout, "After a keepalive ping, how long the server waits for activity before closing the connection")
+	f.DurationVar(&opts.Keepalive.MaxServerConnectionAge, "keepaliveMaxServerConnectionAge", opts.Keepalive.MaxServerConnectionAge,
+		"Maximum duration a connection will be kept open on the server before a graceful close (GOAWAY; closed 10s later): reconnecting proxies spread over the replicas")
 	f.StringVar(&logLevel, "log_output_level", "default:info", "Log level: LEVEL or default:LEVEL[,scope:LEVEL] (debug, info, warn, error, none)")
 	return cmd
 }

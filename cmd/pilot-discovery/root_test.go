@@ -28,6 +28,8 @@ func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
 		"domain": "cluster.local", "clusterID": "Kubernetes", "namespace": "istio-system",
 		"meshConfig": "./etc/istio/config/mesh", "configDir": "", "kubeconfig": "", "debugAddr": "",
 		"configMaxFileSize": "10Mi", "secureGRPCAddr": ":15012", "httpsAddr": ":15017",
+		// pkg/keepalive's: no max connection age unless given (the chart gives 30m).
+		"keepaliveInterval": "30s", "keepaliveTimeout": "10s", "keepaliveMaxServerConnectionAge": "2562047h47m16.854775807s",
 	}
 	for name, def := range want {
 		f := cmd.Flags().Lookup(name)
@@ -41,6 +43,29 @@ func TestDiscoveryFlagDefaultsMatchIstio(t *testing.T) {
 	}
 	if cmd.Flags().ShorthandLookup("n") == nil {
 		t.Error("-n shorthand for --namespace missing")
+	}
+}
+
+// TestKeepaliveFlags: Istio's chart passes --keepaliveMaxServerConnectionAge
+// 30m; it and the keepalive timings reach the options, and a negative
+// duration is refused naming the flag.
+func TestKeepaliveFlags(t *testing.T) {
+	cmd := newDiscoveryCommand(&bytes.Buffer{}, func(string) string { return "" })
+	if err := cmd.Flags().Parse([]string{"--keepaliveMaxServerConnectionAge", "30m", "--keepaliveInterval=20s", "--keepaliveTimeout=5s"}); err != nil {
+		t.Fatal(err)
+	}
+	// The flags write into the options the command closes over: run it
+	// with an invalid config source to see them without starting a server.
+	bad := newDiscoveryCommand(&bytes.Buffer{}, func(string) string { return "" })
+	bad.SetArgs([]string{"--configDir", t.TempDir(), "--keepaliveMaxServerConnectionAge=-1s"})
+	err := bad.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--keepaliveMaxServerConnectionAge") {
+		t.Errorf("negative max connection age: error %v, want one naming --keepaliveMaxServerConnectionAge", err)
+	}
+	for name, want := range map[string]string{"keepaliveMaxServerConnectionAge": "30m0s", "keepaliveInterval": "20s", "keepaliveTimeout": "5s"} {
+		if got := cmd.Flags().Lookup(name).Value.String(); got != want {
+			t.Errorf("--%s = %s, want %s", name, got, want)
+		}
 	}
 }
 

@@ -107,7 +107,10 @@ type Options struct {
 	// configkube.DefaultStatusQPS and DefaultStatusBurst.
 	StatusQPS   float64
 	StatusBurst int
-	Log         *slog.Logger
+	// Keepalive are the gRPC servers' keepalive settings, max connection
+	// age included (istiod's --keepalive* flags).
+	Keepalive KeepaliveOptions
+	Log       *slog.Logger
 }
 
 // DefaultOptions are Istio's defaults.
@@ -134,6 +137,7 @@ func DefaultOptions() Options {
 		GatewayCredentials: true,
 		NativeSidecars:     true,
 		ConfigStatus:       true,
+		Keepalive:          DefaultKeepaliveOptions(),
 	}
 }
 
@@ -165,6 +169,9 @@ func (o *Options) validate() error {
 	}
 	if o.Domain == "" {
 		return fmt.Errorf("--domain must not be empty")
+	}
+	if err := o.Keepalive.validate(); err != nil {
+		return err
 	}
 	if o.HTTPSAddr != "" && o.SecureGRPCAddr == "" {
 		return fmt.Errorf("--httpsAddr %s needs the CA for its certificate, which an empty --secureGRPCAddr turns off: set --httpsAddr= too, or give --secureGRPCAddr", o.HTTPSAddr)

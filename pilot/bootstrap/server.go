@@ -288,7 +288,7 @@ func (s *Server) grpcServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(xds.NewCodec()),
 		grpc.MaxConcurrentStreams(100000),
 		grpc.MaxRecvMsgSize(4 << 20),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveParams(s.opts.Keepalive.serverParameters()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 15 * time.Second, PermitWithoutStream: true}),
 	}
 }

@@ -187,6 +187,24 @@ func TestTemplateDebugAddress(t *testing.T) {
 	}
 }
 
+// TestTemplateMaxConnectionAge: discovery.keepaliveMaxServerConnectionAge
+// (Istio's pilot.keepaliveMaxServerConnectionAge, 30m by default) becomes
+// --keepaliveMaxServerConnectionAge, as istiod's chart passes it; empty
+// leaves the flag out (connections never age out).
+func TestTemplateMaxConnectionAge(t *testing.T) {
+	for value, want := range map[string][]string{"": nil, "5m": {"--keepaliveMaxServerConnectionAge", "5m"}} {
+		args := only[*appsv1.Deployment](t, render(t, "discovery.keepaliveMaxServerConnectionAge="+value)).Spec.Template.Spec.Containers[0].Args
+		i := slices.Index(args, "--keepaliveMaxServerConnectionAge")
+		var got []string
+		if i >= 0 && i+1 < len(args) {
+			got = args[i : i+2]
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("discovery.keepaliveMaxServerConnectionAge=%q: args %v, want %v", value, args, want)
+		}
+	}
+}
+
 func TestTemplateRejectsEmptyHub(t *testing.T) {
 	_, err := tryHelm(t, "template", releaseName, chartDir(t), "--namespace", releaseNS,
 		"--kube-version", kubetest.KubeVersion, "--set", "image.hub=")
@@ -214,7 +232,8 @@ func checkDeployment(t *testing.T, dep *appsv1.Deployment, serviceAccount, image
 		t.Errorf("image %q, want %q", c.Image, image)
 	}
 	wantArgs := []string{"discovery", "--monitoringAddr=:15014", "--log_output_level=default:info",
-		"--domain", "cluster.local", "--meshConfig=/etc/istio/config/mesh", "--namespace=" + releaseNS, "--debugAddr=127.0.0.1:8081"}
+		"--domain", "cluster.local", "--meshConfig=/etc/istio/config/mesh", "--namespace=" + releaseNS,
+		"--keepaliveMaxServerConnectionAge", "30m", "--debugAddr=127.0.0.1:8081"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
