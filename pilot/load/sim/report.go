@@ -52,10 +52,12 @@ type InitialPhase struct {
 	TotalMs float64 `json:"total_ms"`
 	// PerProxy summarises each ready proxy's time from its own stream start.
 	PerProxy stats.Summary `json:"per_proxy"`
+	// LaunchMs is from the phase's start until the last stream was released
+	// (with no ramp all are released together through one gate).
+	LaunchMs float64 `json:"launch_ms"`
 	// BytesReceived is what all proxies received by the end of the phase.
 	BytesReceived int64 `json:"bytes_received"`
-	// ServerCPUSeconds is the server's CPU time over the phase (with --pid).
-	ServerCPUSeconds *float64 `json:"server_cpu_seconds,omitempty"`
+	PhaseCost
 	// Resources counts, by short type ("cds"), the resources proxy 0 held at
 	// the end of the phase: a check that the workload reached the proxies.
 	Resources map[string]int `json:"resources_proxy0"`
@@ -73,8 +75,7 @@ type ChangePhase struct {
 	Convergence stats.Summary `json:"convergence"`
 	// BytesReceived is what all proxies received during the change.
 	BytesReceived int64 `json:"bytes_received"`
-	// ServerCPUSeconds is the server's CPU time during the change (with --pid).
-	ServerCPUSeconds *float64 `json:"server_cpu_seconds,omitempty"`
+	PhaseCost
 	// ApplyError is set when the change could not be applied.
 	ApplyError string `json:"apply_error,omitempty"`
 }
@@ -130,17 +131,17 @@ func (r *Report) Converged() bool {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "pilot-load: %d proxies (%s) over %d conns to %s, types %v\n\n", r.Run.Proxies, r.Run.Mode, r.Run.Conns, r.Run.Addr, r.Run.Types)
-	fmt.Fprintf(tw, "phase\tproxies ok\tmissing\tp50 ms\tp90 ms\tp99 ms\tmax ms\ttotal ms\tMB recv\tsrv CPU s\t\n")
+	fmt.Fprintf(tw, "phase\tproxies ok\tmissing\tp50 ms\tp90 ms\tp99 ms\tmax ms\ttotal ms\tMB recv\t%s\t\n", costHeader)
 	in := r.Initial
 	fmt.Fprintf(tw, "initial\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t\n", in.Ready, in.Missing,
-		in.PerProxy.P50Ms, in.PerProxy.P90Ms, in.PerProxy.P99Ms, in.PerProxy.MaxMs, in.TotalMs, mb(in.BytesReceived), cpu(in.ServerCPUSeconds))
+		in.PerProxy.P50Ms, in.PerProxy.P90Ms, in.PerProxy.P99Ms, in.PerProxy.MaxMs, in.TotalMs, mb(in.BytesReceived), in.PhaseCost.columns())
 	for _, c := range r.Changes {
 		fmt.Fprintf(tw, "change %d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%.2f\t%s\t\n", c.Index, c.Converged, c.Missing,
-			c.Convergence.P50Ms, c.Convergence.P90Ms, c.Convergence.P99Ms, c.Convergence.MaxMs, "-", mb(c.BytesReceived), cpu(c.ServerCPUSeconds))
+			c.Convergence.P50Ms, c.Convergence.P90Ms, c.Convergence.P99Ms, c.Convergence.MaxMs, "-", mb(c.BytesReceived), c.PhaseCost.columns())
 	}
 	if len(r.Changes) > 0 {
 		m := r.ChangeMedians
-		fmt.Fprintf(tw, "median of changes\t\t\t%.1f\t%.1f\t%.1f\t%.1f\t\t\t%s\t\n", m.P50Ms, m.P90Ms, m.P99Ms, m.MaxMs, cpu(m.ServerCPUSeconds))
+		fmt.Fprintf(tw, "median of changes\t\t\t%.1f\t%.1f\t%.1f\t%.1f\t\t\t%s\t\t\t\t\n", m.P50Ms, m.P90Ms, m.P99Ms, m.MaxMs, cpu(m.ServerCPUSeconds))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -160,6 +161,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 			mb(s.Before.RSSBytes), mb(s.AfterInitial.RSSBytes), mb(s.After.RSSBytes))
 	}
 	return nil
+}
+
+// costHeader heads the PhaseCost columns of the table.
+const costHeader = "srv CPU s\tsrv cores\ttool CPU s\tsrv peak RSS MB\tresets"
+
+// columns formats the cost under costHeader.
+func (c PhaseCost) columns() string {
+	rss := "-"
+	if c.ServerPeakRSSBytes > 0 {
+		rss = fmt.Sprintf("%.1f", mb(c.ServerPeakRSSBytes))
+	}
+	return fmt.Sprintf("%s\t%s\t%.2f\t%s\t%d", cpu(c.ServerCPUSeconds), cpu(c.ServerCores()), c.ToolCPUSeconds, rss, c.Resets)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
