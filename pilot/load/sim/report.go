@@ -21,6 +21,8 @@ type Report struct {
 	Changes []ChangePhase `json:"changes"`
 	// ChangeMedians are the medians across changes of each change's figures.
 	ChangeMedians ChangeMedians `json:"change_medians"`
+	// Churn is the endpoint-churn phase, when run.
+	Churn *ChurnPhase `json:"churn,omitempty"`
 	// Totals cover the whole run.
 	Totals Totals `json:"totals"`
 	// Server has /proc samples of the control plane (absent without --pid).
@@ -124,6 +126,9 @@ func (r *Report) Converged() bool {
 			return false
 		}
 	}
+	if c := r.Churn; c != nil && (c.Missing > 0 || c.WriteErrors > 0) {
+		return false
+	}
 	return true
 }
 
@@ -143,8 +148,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 		m := r.ChangeMedians
 		fmt.Fprintf(tw, "median of changes\t\t\t%.1f\t%.1f\t%.1f\t%.1f\t\t\t%s\t\t\t\t\n", m.P50Ms, m.P90Ms, m.P99Ms, m.MaxMs, cpu(m.ServerCPUSeconds))
 	}
+	if c := r.Churn; c != nil {
+		fmt.Fprintf(tw, "churn EDS\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t\n", c.Converged, c.Missing,
+			c.EDS.P50Ms, c.EDS.P90Ms, c.EDS.P99Ms, c.EDS.MaxMs, c.DurationMs, "-", c.PhaseCost.columns())
+	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if c := r.Churn; c != nil {
+		pushes := "-"
+		if c.FullPushes != nil {
+			pushes = fmt.Sprintf("%.0f", *c.FullPushes)
+		}
+		fmt.Fprintf(w, "\nchurn: %d deployments, %d pod replacements (%.0f/min, target %.0f), %d write errors; %d of %d (replacement, proxy) pairs converged; slowest proxy per replacement p50 %.1f ms p99 %.1f ms; server %s cores; full pushes %s\n",
+			c.Deployments, c.Replacements, c.AchievedPerMinute, c.TargetPerMinute, c.WriteErrors, c.Converged, c.Expected,
+			c.Slowest.P50Ms, c.Slowest.P99Ms, cpu(c.ServerCores), pushes)
+		if c.LastWriteError != "" {
+			fmt.Fprintf(w, "last write error: %s\n", c.LastWriteError)
+		}
 	}
 	if len(in.Resources) > 0 {
 		fmt.Fprintf(w, "\nproxy 0 initial resources: %v\n", in.Resources)

@@ -26,7 +26,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, tracker: newTracker()}
+	r := &runner{cfg: cfg, tracker: newTracker(), eds: newEDSWatch()}
 	return r.run(ctx)
 }
 
@@ -35,6 +35,7 @@ type runner struct {
 	tracker *tracker
 	proxies []*proxy
 	report  Report
+	eds     *edsWatch
 	// rss samples the server's memory (nil without a pid).
 	rss *procstat.PeakRSS
 }
@@ -57,7 +58,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	for i := range cfg.Proxies {
-		p, err := newProxy(&cfg, i, r.tracker)
+		p, err := newProxy(&cfg, i, r.tracker, r.eds)
 		if err != nil {
 			return nil, err
 		}
@@ -131,6 +132,11 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		cleaned = true
 		if err := cfg.Changer.Cleanup(ctx, cfg.Changes); err != nil {
 			return nil, fmt.Errorf("removing markers: %w", err)
+		}
+	}
+	if cfg.Churn != nil {
+		if err := r.churn(ctx); err != nil {
+			return nil, err
 		}
 	}
 	after, err := r.sample()

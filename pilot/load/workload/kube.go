@@ -123,3 +123,7 @@ func (o Options) workloadEntry(i, k int) Object {
 	}
 	return newIstio("WorkloadEntry", o.ServiceNamespace(i), PodName(i, k, 0), generatedLabels(ServiceName(i)), we)
 }
+
+// ReplacementIP returns the address of the n-th replacement Pod of a churn
+// run, in 100.64.0.0/10, apart from every generated address.
+func ReplacementIP(n int) netip.Addr { return offsetIP(100, 64, n%(1<<22-2)+1) }
