@@ -4,8 +4,10 @@
 # a discovery server, and stops them on exit.
 #
 #   PORT_BASE   the server listens on PORT_BASE+10 (xDS), +80 (HTTP), +14
-#               (monitoring), +12 (secure xDS), +17 (webhooks); default
-#               27000, apart from load-bench.sh's 25000 and the defaults
+#               (monitoring); default 27000, apart from load-bench.sh's 25000.
+#               The CA and webhooks are off (--secureGRPCAddr= --httpsAddr=):
+#               the proxies speak plaintext xDS, and in kube mode the CA
+#               would hold /ready until an istio-system namespace exists
 #   TASKSET=1   server on core 1 (taskset -c 1), pilot-load on core 0, so the
 #               server has a core of its own (kube-apiserver and etcd unpinned)
 set -euo pipefail
@@ -51,21 +53,23 @@ start_server() {
   local dir=$1; shift
   local t0 t1
   t0=$(date +%s.%N)
+  mkdir -p "${OUT:-/tmp/meshpilot-load/results}"
+  server_log=${OUT:-/tmp/meshpilot-load/results}/discovery-$(date +%Y%m%dT%H%M%S).log
   "${server_pin[@]}" "$bin/pilot-discovery" discovery "$@" --meshConfig "$dir/none" \
     --grpcAddr "$xds_addr" --httpAddr "$http_addr" --monitoringAddr "127.0.0.1:$((port_base + 14))" \
-    --secureGRPCAddr "127.0.0.1:$((port_base + 12))" --httpsAddr "127.0.0.1:$((port_base + 17))" \
-    --log_output_level default:warn 2> "$dir/discovery.log" &
+    --secureGRPCAddr= --httpsAddr= \
+    --log_output_level default:warn 2> "$server_log" &
   pid=$!
   pids+=("$pid")
   until curl -sf "$http_addr/ready" >/dev/null; do
-    kill -0 "$pid" || { cat "$dir/discovery.log"; exit 1; }
+    kill -0 "$pid" || { cat "$server_log"; exit 1; }
     sleep 0.1
   done
   t1=$(date +%s.%N)
   # /ready may have come from another process on the port: ours must live.
-  kill -0 "$pid" || { cat "$dir/discovery.log"; exit 1; }
+  kill -0 "$pid" || { cat "$server_log"; exit 1; }
   ready_s=$(echo "$t1 - $t0" | bc)
-  echo "server pid $pid: start to /ready ${ready_s} s"
+  echo "server pid $pid: start to /ready ${ready_s} s (log: $server_log)"
 }
 
 # stop PID: stops one process this script started.
