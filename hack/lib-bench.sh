@@ -4,7 +4,8 @@
 # a discovery server, and stops them on exit.
 #
 #   PORT_BASE   the server listens on PORT_BASE+10 (xDS), +80 (HTTP), +14
-#               (monitoring); default 27000, apart from load-bench.sh's 25000.
+#               (monitoring); default: the first of 31000, 31100, ... whose
+#               three ports nobody listens on (others run benchmarks too).
 #               The CA and webhooks are off (--secureGRPCAddr= --httpsAddr=):
 #               the proxies speak plaintext xDS, and in kube mode the CA
 #               would hold /ready until an istio-system namespace exists
@@ -21,7 +22,11 @@ cleanup() {
 }
 trap cleanup EXIT
 go build -o "$bin/" ./cmd/pilot-discovery ./cmd/pilot-load ./internal/kubetest/cmd/kubeenv
-port_base=${PORT_BASE:-27000}
+port_busy() { ss -ltn | awk '{print $4}' | grep -qE ":($(( $1 + 10 ))|$(( $1 + 80 ))|$(( $1 + 14 )))\$"; }
+port_base=${PORT_BASE:-31000}
+if [ -z "${PORT_BASE:-}" ]; then
+  while port_busy "$port_base"; do port_base=$((port_base + 100)); done
+fi
 xds_addr=127.0.0.1:$((port_base + 10))
 http_addr=127.0.0.1:$((port_base + 80))
 metrics_url=http://127.0.0.1:$((port_base + 14))/metrics

@@ -39,7 +39,7 @@ for run in $(seq 1 "$runs"); do
   load run --xds "$xds_addr" --proxies "$proxies" --conns "$conns" --delta --types cds,eds,lds,rds \
     --namespaces "$namespaces" --changes "$changes" "${change_flags[@]}" --pid "$pid" --json "$json" \
     --timeout "${TIMEOUT:-2m}" --log_output_level default:warn || echo "run $run: not every proxy converged"
-  jq --argjson ready "$ready_s" '. + {server_start_to_ready_s: $ready}' "$json" > "$json.tmp" && mv "$json.tmp" "$json"
+  [ -f "$json" ] && jq --argjson ready "$ready_s" '. + {server_start_to_ready_s: $ready}' "$json" > "$json.tmp" && mv "$json.tmp" "$json"
   stop "$pid"
   [ -n "${KUBE:-}" ] && stop "$kpid"
   echo "run $run: start to ready ${ready_s} s; $json"

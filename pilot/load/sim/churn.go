@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,9 +56,12 @@ func (c *ChurnConfig) validate() error {
 type ChurnPhase struct {
 	Deployments     int     `json:"deployments"`
 	TargetPerMinute float64 `json:"target_per_minute"`
-	// Replacements counts pod replacements started; AchievedPerMinute their
-	// rate (below the target when the API writes are slower than the ticker).
+	// Replacements counts pod replacements made; LaunchedPerMinute the rate
+	// the ticker started them at (below the target when pilot-load is
+	// starved of CPU), AchievedPerMinute the rate until the last one's
+	// writes ended (below it too when the API server is slow).
 	Replacements      int     `json:"replacements"`
+	LaunchedPerMinute float64 `json:"launched_per_minute"`
 	AchievedPerMinute float64 `json:"achieved_per_minute"`
 	// WriteErrors counts failed API writes; LastWriteError shows one.
 	WriteErrors    int    `json:"write_errors"`
@@ -81,6 +85,9 @@ type ChurnPhase struct {
 	ServerCores *float64 `json:"server_cores,omitempty"`
 	PhaseCost
 }
+
+// maxSliceEndpoints is the API server's limit of endpoints in one slice.
+const maxSliceEndpoints = 1000
 
 // pod is one current replica of a churned deployment.
 type pod struct {
@@ -151,9 +158,11 @@ func (r *runner) churn(ctx context.Context) error {
 	defer end.Stop()
 	begun := time.Now()
 	var wg sync.WaitGroup
+	launched := 0
 loop:
 	for n := 0; ; n++ {
 		wg.Go(func() { ch.replace(ctx, n, r) })
+		launched++
 		if cc.Limit > 0 && n+1 >= cc.Limit {
 			break
 		}
@@ -165,6 +174,7 @@ loop:
 		case <-tick.C:
 		}
 	}
+	ch.phase.LaunchedPerMinute = float64(launched) / time.Since(begun).Minutes()
 	wg.Wait()
 	if ctx.Err() != nil {
 		return fmt.Errorf("run cancelled: %w", ctx.Err())
@@ -230,6 +240,12 @@ func (ch *churner) replace(ctx context.Context, n int, r *runner) {
 		eps = append(eps, workload.SliceEndpoint{IP: p.ip, Pod: p.name, Ready: true})
 	}
 	starting := append(eps, workload.SliceEndpoint{IP: fresh.ip, Pod: fresh.name})
+	if len(starting) > maxSliceEndpoints {
+		// A full slice has no room for a surge: as a Deployment with
+		// maxSurge 0, the new pod takes the old one's place, not ready.
+		starting = slices.Clone(eps)
+		starting[k] = workload.SliceEndpoint{IP: fresh.ip, Pod: fresh.name}
+	}
 	if err := workload.Apply(ctx, c, []workload.Object{o.EndpointSlice(d, starting)}, nil); err != nil {
 		fail(err)
 		return

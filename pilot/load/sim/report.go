@@ -160,8 +160,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if c.FullPushes != nil {
 			pushes = fmt.Sprintf("%.0f", *c.FullPushes)
 		}
-		fmt.Fprintf(w, "\nchurn: %d deployments, %d pod replacements (%.0f/min, target %.0f), %d write errors; %d of %d (replacement, proxy) pairs converged; slowest proxy per replacement p50 %.1f ms p99 %.1f ms; server %s cores; full pushes %s\n",
-			c.Deployments, c.Replacements, c.AchievedPerMinute, c.TargetPerMinute, c.WriteErrors, c.Converged, c.Expected,
+		fmt.Fprintf(w, "\nchurn: %d deployments, %d pod replacements (launched %.0f/min, done %.0f/min, target %.0f), %d write errors; %d of %d (replacement, proxy) pairs converged; slowest proxy per replacement p50 %.1f ms p99 %.1f ms; server %s cores; full pushes %s\n",
+			c.Deployments, c.Replacements, c.LaunchedPerMinute, c.AchievedPerMinute, c.TargetPerMinute, c.WriteErrors, c.Converged, c.Expected,
 			c.Slowest.P50Ms, c.Slowest.P99Ms, cpu(c.ServerCores), pushes)
 		if c.LastWriteError != "" {
 			fmt.Fprintf(w, "last write error: %s\n", c.LastWriteError)
