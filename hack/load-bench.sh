@@ -8,6 +8,7 @@
 #   PROXIES=5000 SERVICES=1000 hack/load-bench.sh delta 1
 #   KUBE=1 hack/load-bench.sh delta 3      # kube mode: the workload and the markers are ServiceEntries
 #                                          # in a real kube-apiserver (internal/kubetest/cmd/kubeenv)
+#   TASKSET=1 hack/load-bench.sh delta 3   # server on core 1, pilot-load on core 0
 #   PROFILE=1 CHANGES=30 hack/load-bench.sh delta 1   # CPU profile (PROFILE_SECONDS, default 10) from PROFILE_DELAY (3) s after ready
 #
 # JSON reports land in $OUT (default /tmp/meshpilot-load/results).
@@ -28,6 +29,12 @@ if [ -n "${KUBE:-}" ]; then
   eval "$(hack/testenv.sh env)"
 fi
 mkdir -p "$out"
+server_pin=()
+tool_pin=()
+if [ -n "${TASKSET:-}" ]; then
+  server_pin=(taskset -c 1)
+  tool_pin=(taskset -c 0)
+fi
 case "$mode" in
   delta) flag=--delta ;;
   sotw) flag=--sotw ;;
@@ -52,7 +59,7 @@ for run in $(seq 1 "$runs"); do
     source_flags=(--configDir "$work/config")
     change_flags=(--change-dir "$work/config")
   fi
-  "$bin/pilot-discovery" discovery "${source_flags[@]}" --meshConfig "$work/none" \
+  "${server_pin[@]}" "$bin/pilot-discovery" discovery "${source_flags[@]}" --meshConfig "$work/none" \
     --grpcAddr 127.0.0.1:25010 --httpAddr 127.0.0.1:25080 --monitoringAddr 127.0.0.1:25014 \
     --log_output_level default:warn 2> "$work/discovery.log" &
   pid=$!
@@ -64,7 +71,7 @@ for run in $(seq 1 "$runs"); do
     (sleep "${PROFILE_DELAY:-3}"; curl -s -o "$out/$mode-$run.cpu.pprof" "127.0.0.1:25080/debug/pprof/profile?seconds=${PROFILE_SECONDS:-10}") &
   fi
   json="$out/$mode${KUBE:+-kube}-p$proxies-s$services-$run.json"
-  "$bin/pilot-load" run --xds 127.0.0.1:25010 --proxies "$proxies" --conns "$conns" $flag --types cds,eds \
+  "${tool_pin[@]}" "$bin/pilot-load" run --xds 127.0.0.1:25010 --proxies "$proxies" --conns "$conns" $flag --types cds,eds \
     --namespaces 10 --changes "$changes" "${change_flags[@]}" --pid "$pid" --json "$json" --timeout 2m
   kill "$pid"; wait "$pid" || true
   if [ -n "${KUBE:-}" ]; then kill "$kpid"; wait "$kpid" || true; fi

@@ -16,7 +16,7 @@ func newGenCommand(stdout, stderr io.Writer) *cobra.Command {
 	var apply bool
 	cmd := &cobra.Command{
 		Use:   "gen",
-		Short: "Generate N services × M endpoints as ServiceEntries or Kubernetes Services + EndpointSlices",
+		Short: "Generate N services × M endpoints as ServiceEntries, ServiceEntries + WorkloadEntries, or Kubernetes Services + EndpointSlices (+ Pods)",
 		Long: `Generate a deterministic synthetic mesh: --services services of --endpoints
 endpoints each, spread over namespaces ns-0..ns-(K-1), optionally with a
 VirtualService and DestinationRule per service and a Sidecar per namespace.
@@ -67,7 +67,9 @@ apply it to the API server of --kubeconfig with --apply.`,
 	f.IntVar(&opts.Services, "services", opts.Services, "number of services")
 	f.IntVar(&opts.Endpoints, "endpoints", opts.Endpoints, "endpoints per service")
 	f.IntVar(&opts.Namespaces, "namespaces", opts.Namespaces, "namespaces ns-0..ns-(K-1), services spread round-robin")
-	f.StringVar(&format, "format", string(opts.Format), "serviceentry (STATIC ServiceEntries) or kube (Services + EndpointSlices)")
+	f.StringVar(&format, "format", string(opts.Format), "serviceentry (STATIC ServiceEntries), kube (Services + EndpointSlices) or serviceentry-workloadentry (selector ServiceEntries + one WorkloadEntry per endpoint)")
+	f.BoolVar(&opts.Pods, "pods", false, "kube format: a running Pod per endpoint, referenced by the EndpointSlice")
+	f.BoolVar(&opts.Headless, "headless", false, "kube format: headless Services (clusterIP: None)")
 	f.BoolVar(&opts.VirtualServices, "virtualservices", false, "add a VirtualService per service")
 	f.BoolVar(&opts.DestinationRules, "destinationrules", false, "add a DestinationRule (subsets v1, v2) per service")
 	f.BoolVar(&opts.Sidecars, "sidecars", false, "add a Sidecar per namespace (egress: own namespace, istio-system, load-markers)")

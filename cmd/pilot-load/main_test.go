@@ -25,7 +25,7 @@ func execute(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestGenWritesALoadableDirectory(t *testing.T) {
-	for _, format := range []string{"serviceentry", "kube"} {
+	for _, format := range []string{"serviceentry", "kube", "serviceentry-workloadentry"} {
 		t.Run(format, func(t *testing.T) {
 			dir := t.TempDir()
 			out, _, err := execute(t, "gen", "--services", "10", "--endpoints", "3", "--namespaces", "2",

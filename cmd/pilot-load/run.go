@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -44,6 +45,7 @@ func parseTypes(spec string) ([]string, error) {
 }
 
 type runFlags struct {
+	churn                   sim.ChurnConfig
 	delta, sotw, changeKube bool
 	mode, types, jsonFile   string
 	changeDir, changeCmd    string
@@ -64,7 +66,10 @@ backoff. Measure the time until every proxy has its initial config, then
 apply --changes marker ServiceEntries (marker-I.load.test) one at a time
 through --change-dir, --change-cmd or --change-kube and measure when each
 proxy's CDS first holds outbound|80||marker-I.load.test. With --pid, report
-the server's CPU seconds and RSS from /proc. Prints a table; --json FILE
+the server's CPU seconds and RSS from /proc. With --churn-deployments D,
+then rolling-restart D services' pods in Kubernetes at --churn-rate per
+minute and time each new address into every subscribed proxy's EDS.
+Prints a table; --json FILE
 writes every figure. Exits non-zero if a proxy missed a deadline.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -115,7 +120,14 @@ writes every figure. Exits non-zero if a proxy missed a deadline.`,
 	f.StringVar(&fl.changeCmd, "change-cmd", "", "apply changes by running this shell command, {i} replaced by the change number")
 	f.StringVar(&fl.changeCleanupCmd, "change-cleanup-cmd", "", "with --change-cmd: command run per marker ({i}) before and after the run to remove it")
 	f.BoolVar(&fl.changeKube, "change-kube", false, "apply changes by creating ServiceEntries in Kubernetes (--kubeconfig)")
-	f.StringVar(&fl.kubeconfig, "kubeconfig", "", "kubeconfig for --change-kube (default: $KUBECONFIG, ~/.kube/config)")
+	f.StringVar(&fl.kubeconfig, "kubeconfig", "", "kubeconfig for --change-kube and churn (default: $KUBECONFIG, ~/.kube/config)")
+	f.IntVar(&fl.churn.Deployments, "churn-deployments", 0, "endpoint churn: rolling-restart the first D services of a `gen --format kube --pods` workload (0: no churn phase; needs --kubeconfig)")
+	f.IntVar(&fl.churn.Workload.Endpoints, "churn-pods", 5, "endpoint churn: pods per service, as generated (gen --endpoints)")
+	f.IntVar(&fl.churn.Workload.Namespaces, "churn-namespaces", 0, "endpoint churn: namespaces the workload was generated over (gen --namespaces; default --namespaces)")
+	f.Float64Var(&fl.churn.PerMinute, "churn-rate", 1000, "endpoint churn: pod replacements per minute, spread evenly")
+	f.DurationVar(&fl.churn.Duration, "churn-duration", time.Minute, "endpoint churn: how long replacements are started for")
+	f.IntVar(&fl.churn.Limit, "churn-limit", 0, "endpoint churn: stop after this many replacements (0: no limit)")
+	f.StringVar(&fl.churn.MetricsURL, "metrics", "", "server's Prometheus URL (http://host:15014/metrics): count full pushes during churn")
 	f.IntVar(&cfg.PID, "pid", 0, "server process id: report its CPU seconds and RSS from /proc")
 	f.StringVar(&fl.jsonFile, "json", "", "write the report as JSON to this file")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "deadline of each phase (initial config, each change)")
@@ -164,6 +176,21 @@ func (fl *runFlags) apply(cfg *sim.Config) error {
 			return err
 		}
 		cfg.Changer = sim.KubeChanger{Client: c}
+	}
+	if fl.churn.Deployments > 0 {
+		c, err := workload.NewDynamicClient(fl.kubeconfig)
+		if err != nil {
+			return err
+		}
+		churn := fl.churn
+		churn.Client = c
+		churn.Workload.Format = workload.FormatKube
+		churn.Workload.Pods = true
+		churn.Workload.Services = churn.Deployments
+		if churn.Workload.Namespaces == 0 {
+			churn.Workload.Namespaces = cfg.Namespaces
+		}
+		cfg.Churn = &churn
 	}
 	return nil
 }

@@ -103,3 +103,6 @@ func ParseStatusRSS(b []byte) (int64, error) {
 	}
 	return 0, fmt.Errorf("field VmRSS: missing")
 }
+
+// Self samples the calling process (pilot-load itself).
+func Self() (Sample, error) { return Read(os.Getpid()) }

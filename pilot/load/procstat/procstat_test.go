@@ -3,9 +3,11 @@ package procstat
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadOwnProcess(t *testing.T) {
@@ -74,3 +76,31 @@ func TestReadFromMissingProcess(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestPeakRSSSeesAGrowthBetweenTakes grows this process's heap between two
+// Takes and checks the window's peak covers it, then that a bad pid reports
+// an error rather than a zero peak.
+func TestPeakRSSSeesAGrowthBetweenTakes(t *testing.T) {
+	w := WatchRSS(t.Context(), os.Getpid(), 10*time.Millisecond)
+	start, err := w.Take()
+	if err != nil || start <= 0 {
+		t.Fatalf("first take: %d, %v", start, err)
+	}
+	const grow = 64 << 20
+	buf := make([]byte, grow)
+	for i := range buf { // touch every page so it is resident
+		buf[i] = 1
+	}
+	peak, err := w.Take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak < start+grow/2 {
+		t.Fatalf("peak %d after touching %d bytes, start %d", peak, grow, start)
+	}
+	runtime.KeepAlive(buf)
+
+	if _, err := WatchRSS(t.Context(), 1<<30, time.Hour).Take(); err == nil {
+		t.Fatal("no error for a process that does not exist")
+	}
+}

@@ -40,6 +40,8 @@ type Config struct {
 	// Changes is the number of marker changes to apply through Changer.
 	Changes int
 	Changer Changer
+	// Churn, when set, adds an endpoint-churn phase after the changes.
+	Churn *ChurnConfig
 	// PID is the server's process id for /proc figures; 0 skips them.
 	PID int
 	// Timeout bounds each phase: initial config, and each change.
@@ -101,6 +103,14 @@ func (c *Config) validate() error {
 	}
 	if c.Changes > 0 && !contains(c.Types, model.ClusterType) {
 		return fmt.Errorf("changes: markers are seen through CDS, which types %v leave out", c.Types)
+	}
+	if c.Churn != nil {
+		if err := c.Churn.validate(); err != nil {
+			return err
+		}
+		if !contains(c.Types, model.EndpointType) {
+			return fmt.Errorf("churn: endpoints are seen through EDS, which types %v leave out", c.Types)
+		}
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 5 * time.Second

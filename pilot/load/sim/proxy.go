@@ -29,6 +29,8 @@ type proxy struct {
 	delta   bool
 	client  *adsc.Client
 	tracker *tracker
+	eds     *edsWatch
+	check   bool // validate every resource
 
 	mu         sync.Mutex
 	started    time.Time            // first stream opened
@@ -69,19 +71,31 @@ func Node(cfg *Config, i int) (*corev3.Node, error) {
 	}, nil
 }
 
-func newProxy(cfg *Config, i int, t *tracker) (*proxy, error) {
+func newProxy(cfg *Config, i int, t *tracker, eds *edsWatch) (*proxy, error) {
 	node, err := Node(cfg, i)
 	if err != nil {
 		return nil, err
 	}
-	p := &proxy{index: i, tracker: t, seen: map[string]time.Time{}}
+	p := &proxy{index: i, tracker: t, eds: eds, check: cfg.Validate, seen: map[string]time.Time{}}
 	p.delta = cfg.Mode == ModeDelta || (cfg.Mode == ModeMixed && i%2 == 1)
-	ac := adsc.Config{Node: node, Delta: p.delta, Types: cfg.Types, OnResponse: p.onResponse}
-	if cfg.Validate {
-		ac.NACK = validate
-	}
+	ac := adsc.Config{Node: node, Delta: p.delta, Types: cfg.Types, OnResponse: p.onResponse, NACK: p.inspect}
 	p.client = adsc.New(ac)
 	return p, nil
+}
+
+// inspect sees every response before it is stored (adsc's NACK hook): EDS
+// responses go to the endpoint watch, and with --validate every resource is
+// validated; an error NACKs the response.
+func (p *proxy) inspect(typeURL string, resources map[string]*anypb.Any) error {
+	if p.check {
+		if err := validate(typeURL, resources); err != nil {
+			return err
+		}
+	}
+	if typeURL == model.EndpointType && p.eds != nil {
+		p.eds.observe(p.index, resources)
+	}
+	return nil
 }
 
 // onResponse runs on the stream's goroutine after each accepted response.

@@ -101,4 +101,8 @@ func TestReconnectsAfterRefusedStreams(t *testing.T) {
 	if rep.Totals.Reconnects < 4 || rep.Totals.LastStreamError == "" {
 		t.Fatalf("reconnects %d (want >= 4: half the first streams are refused), last error %q", rep.Totals.Reconnects, rep.Totals.LastStreamError)
 	}
+	// No change phases: every reset happened in the initial phase.
+	if rep.Initial.Resets != rep.Totals.Reconnects {
+		t.Fatalf("initial phase resets %d, run total %d", rep.Initial.Resets, rep.Totals.Reconnects)
+	}
 }

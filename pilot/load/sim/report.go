@@ -21,6 +21,8 @@ type Report struct {
 	Changes []ChangePhase `json:"changes"`
 	// ChangeMedians are the medians across changes of each change's figures.
 	ChangeMedians ChangeMedians `json:"change_medians"`
+	// Churn is the endpoint-churn phase, when run.
+	Churn *ChurnPhase `json:"churn,omitempty"`
 	// Totals cover the whole run.
 	Totals Totals `json:"totals"`
 	// Server has /proc samples of the control plane (absent without --pid).
@@ -52,10 +54,12 @@ type InitialPhase struct {
 	TotalMs float64 `json:"total_ms"`
 	// PerProxy summarises each ready proxy's time from its own stream start.
 	PerProxy stats.Summary `json:"per_proxy"`
+	// LaunchMs is from the phase's start until the last stream was released
+	// (with no ramp all are released together through one gate).
+	LaunchMs float64 `json:"launch_ms"`
 	// BytesReceived is what all proxies received by the end of the phase.
 	BytesReceived int64 `json:"bytes_received"`
-	// ServerCPUSeconds is the server's CPU time over the phase (with --pid).
-	ServerCPUSeconds *float64 `json:"server_cpu_seconds,omitempty"`
+	PhaseCost
 	// Resources counts, by short type ("cds"), the resources proxy 0 held at
 	// the end of the phase: a check that the workload reached the proxies.
 	Resources map[string]int `json:"resources_proxy0"`
@@ -73,8 +77,7 @@ type ChangePhase struct {
 	Convergence stats.Summary `json:"convergence"`
 	// BytesReceived is what all proxies received during the change.
 	BytesReceived int64 `json:"bytes_received"`
-	// ServerCPUSeconds is the server's CPU time during the change (with --pid).
-	ServerCPUSeconds *float64 `json:"server_cpu_seconds,omitempty"`
+	PhaseCost
 	// ApplyError is set when the change could not be applied.
 	ApplyError string `json:"apply_error,omitempty"`
 }
@@ -123,6 +126,9 @@ func (r *Report) Converged() bool {
 			return false
 		}
 	}
+	if c := r.Churn; c != nil && (c.Missing > 0 || c.WriteErrors > 0) {
+		return false
+	}
 	return true
 }
 
@@ -130,20 +136,36 @@ func (r *Report) Converged() bool {
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "pilot-load: %d proxies (%s) over %d conns to %s, types %v\n\n", r.Run.Proxies, r.Run.Mode, r.Run.Conns, r.Run.Addr, r.Run.Types)
-	fmt.Fprintf(tw, "phase\tproxies ok\tmissing\tp50 ms\tp90 ms\tp99 ms\tmax ms\ttotal ms\tMB recv\tsrv CPU s\t\n")
+	fmt.Fprintf(tw, "phase\tproxies ok\tmissing\tp50 ms\tp90 ms\tp99 ms\tmax ms\ttotal ms\tMB recv\t%s\t\n", costHeader)
 	in := r.Initial
 	fmt.Fprintf(tw, "initial\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t\n", in.Ready, in.Missing,
-		in.PerProxy.P50Ms, in.PerProxy.P90Ms, in.PerProxy.P99Ms, in.PerProxy.MaxMs, in.TotalMs, mb(in.BytesReceived), cpu(in.ServerCPUSeconds))
+		in.PerProxy.P50Ms, in.PerProxy.P90Ms, in.PerProxy.P99Ms, in.PerProxy.MaxMs, in.TotalMs, mb(in.BytesReceived), in.PhaseCost.columns())
 	for _, c := range r.Changes {
 		fmt.Fprintf(tw, "change %d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%.2f\t%s\t\n", c.Index, c.Converged, c.Missing,
-			c.Convergence.P50Ms, c.Convergence.P90Ms, c.Convergence.P99Ms, c.Convergence.MaxMs, "-", mb(c.BytesReceived), cpu(c.ServerCPUSeconds))
+			c.Convergence.P50Ms, c.Convergence.P90Ms, c.Convergence.P99Ms, c.Convergence.MaxMs, "-", mb(c.BytesReceived), c.PhaseCost.columns())
 	}
 	if len(r.Changes) > 0 {
 		m := r.ChangeMedians
-		fmt.Fprintf(tw, "median of changes\t\t\t%.1f\t%.1f\t%.1f\t%.1f\t\t\t%s\t\n", m.P50Ms, m.P90Ms, m.P99Ms, m.MaxMs, cpu(m.ServerCPUSeconds))
+		fmt.Fprintf(tw, "median of changes\t\t\t%.1f\t%.1f\t%.1f\t%.1f\t\t\t%s\t\t\t\t\n", m.P50Ms, m.P90Ms, m.P99Ms, m.MaxMs, cpu(m.ServerCPUSeconds))
+	}
+	if c := r.Churn; c != nil {
+		fmt.Fprintf(tw, "churn EDS\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t\n", c.Converged, c.Missing,
+			c.EDS.P50Ms, c.EDS.P90Ms, c.EDS.P99Ms, c.EDS.MaxMs, c.DurationMs, "-", c.PhaseCost.columns())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if c := r.Churn; c != nil {
+		pushes := "-"
+		if c.FullPushes != nil {
+			pushes = fmt.Sprintf("%.0f", *c.FullPushes)
+		}
+		fmt.Fprintf(w, "\nchurn: %d deployments, %d pod replacements (launched %.0f/min, done %.0f/min, target %.0f), %d write errors; %d of %d (replacement, proxy) pairs converged; slowest proxy per replacement p50 %.1f ms p99 %.1f ms; server %s cores; full pushes %s\n",
+			c.Deployments, c.Replacements, c.LaunchedPerMinute, c.AchievedPerMinute, c.TargetPerMinute, c.WriteErrors, c.Converged, c.Expected,
+			c.Slowest.P50Ms, c.Slowest.P99Ms, cpu(c.ServerCores), pushes)
+		if c.LastWriteError != "" {
+			fmt.Fprintf(w, "last write error: %s\n", c.LastWriteError)
+		}
 	}
 	if len(in.Resources) > 0 {
 		fmt.Fprintf(w, "\nproxy 0 initial resources: %v\n", in.Resources)
@@ -160,6 +182,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 			mb(s.Before.RSSBytes), mb(s.AfterInitial.RSSBytes), mb(s.After.RSSBytes))
 	}
 	return nil
+}
+
+// costHeader heads the PhaseCost columns of the table.
+const costHeader = "srv CPU s\tsrv cores\ttool CPU s\tsrv peak RSS MB\tresets"
+
+// columns formats the cost under costHeader.
+func (c PhaseCost) columns() string {
+	rss := "-"
+	if c.ServerPeakRSSBytes > 0 {
+		rss = fmt.Sprintf("%.1f", mb(c.ServerPeakRSSBytes))
+	}
+	return fmt.Sprintf("%s\t%s\t%.2f\t%s\t%d", cpu(c.ServerCPUSeconds), cpu(c.ServerCores()), c.ToolCPUSeconds, rss, c.Resets)
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

@@ -26,7 +26,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, tracker: newTracker()}
+	r := &runner{cfg: cfg, tracker: newTracker(), eds: newEDSWatch()}
 	return r.run(ctx)
 }
 
@@ -35,6 +35,9 @@ type runner struct {
 	tracker *tracker
 	proxies []*proxy
 	report  Report
+	eds     *edsWatch
+	// rss samples the server's memory (nil without a pid).
+	rss *procstat.PeakRSS
 }
 
 func (r *runner) run(ctx context.Context) (*Report, error) {
@@ -55,7 +58,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	for i := range cfg.Proxies {
-		p, err := newProxy(&cfg, i, r.tracker)
+		p, err := newProxy(&cfg, i, r.tracker, r.eds)
 		if err != nil {
 			return nil, err
 		}
@@ -77,26 +80,36 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		conns = append(conns, c)
 	}
 
-	before, err := r.sample()
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
+	if cfg.PID != 0 {
+		r.rss = procstat.WatchRSS(runCtx, cfg.PID, rssInterval)
+	}
+	m, err := r.startPhase()
+	if err != nil {
+		return nil, err
+	}
+	before := m.server
+	start := m.start
 	ready := r.tracker.expect(readyKey, cfg.Proxies)
-	wg.Go(func() { r.launch(runCtx, &wg, conns) })
+	launched := make(chan time.Time, 1)
+	wg.Go(func() { r.launch(runCtx, &wg, conns, launched) })
 
 	cfg.Log.Info("waiting for initial config", "proxies", cfg.Proxies, "timeout", cfg.Timeout)
 	if err := r.wait(ctx, ready); err != nil {
 		return nil, err
 	}
-	afterInitial, err := r.sample()
+	cost, afterInitial, err := m.end()
 	if err != nil {
 		return nil, err
 	}
-	r.initialPhase(start, before, afterInitial)
+	r.initialPhase(start, cost)
+	select {
+	case at := <-launched:
+		r.report.Initial.LaunchMs = stats.Millis(at.Sub(start))
+	default: // still ramping
+	}
 
 	if cfg.Changes > 0 {
 		cleaned := false
@@ -121,6 +134,11 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 			return nil, fmt.Errorf("removing markers: %w", err)
 		}
 	}
+	if cfg.Churn != nil {
+		if err := r.churn(ctx); err != nil {
+			return nil, err
+		}
+	}
 	after, err := r.sample()
 	if err != nil {
 		return nil, err
@@ -135,15 +153,32 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 	return &r.report, nil
 }
 
-// launch opens the proxies' streams, at cfg.Ramp per second if set.
-func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup, conns []*grpc.ClientConn) {
-	var tick *time.Ticker
-	if r.cfg.Ramp > 0 {
-		tick = time.NewTicker(time.Duration(float64(time.Second) / r.cfg.Ramp))
-		defer tick.Stop()
+// launch opens the proxies' streams, at cfg.Ramp per second if set. With
+// no ramp every proxy's goroutine is started first and held at a gate that
+// then opens for all at once, so the streams open together rather than
+// in the order goroutines happen to be created. It sends the time the last
+// stream was released on launched.
+func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup, conns []*grpc.ClientConn, launched chan<- time.Time) {
+	if r.cfg.Ramp == 0 {
+		gate := make(chan struct{})
+		for i, p := range r.proxies {
+			wg.Go(func() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-gate:
+				}
+				p.run(ctx, conns[i%len(conns)], r.cfg.MaxBackoff)
+			})
+		}
+		close(gate)
+		launched <- time.Now()
+		return
 	}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.Ramp))
+	defer tick.Stop()
 	for i, p := range r.proxies {
-		if tick != nil && i > 0 {
+		if i > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -155,6 +190,7 @@ func (r *runner) launch(ctx context.Context, wg *sync.WaitGroup, conns []*grpc.C
 		}
 		wg.Go(func() { p.run(ctx, conns[i%len(conns)], r.cfg.MaxBackoff) })
 	}
+	launched <- time.Now()
 }
 
 // wait blocks until done closes, cfg.Timeout passes (not an error: the
@@ -172,7 +208,7 @@ func (r *runner) wait(ctx context.Context, done <-chan struct{}) error {
 	return nil
 }
 
-func (r *runner) initialPhase(start time.Time, before, after *procstat.Sample) {
+func (r *runner) initialPhase(start time.Time, cost PhaseCost) {
 	var times []time.Duration
 	var last time.Time
 	for _, p := range r.proxies {
@@ -192,7 +228,7 @@ func (r *runner) initialPhase(start time.Time, before, after *procstat.Sample) {
 		in.TotalMs = stats.Millis(last.Sub(start))
 	}
 	in.BytesReceived = r.bytes()
-	in.ServerCPUSeconds = cpuDelta(before, after)
+	in.PhaseCost = cost
 	in.Resources = map[string]int{}
 	for _, t := range r.cfg.Types {
 		in.Resources[model.ShortType(t)] = len(r.proxies[0].client.Resources(t))
@@ -205,7 +241,7 @@ func (r *runner) change(ctx context.Context, i int) error {
 	c := ChangePhase{Index: i, Marker: marker}
 	done := r.tracker.expect(marker, len(r.proxies))
 	bytes0 := r.bytes()
-	before, err := r.sample()
+	m, err := r.startPhase()
 	if err != nil {
 		return err
 	}
@@ -220,7 +256,7 @@ func (r *runner) change(ctx context.Context, i int) error {
 	if err := r.wait(ctx, done); err != nil {
 		return err
 	}
-	after, err := r.sample()
+	cost, _, err := m.end()
 	if err != nil {
 		return err
 	}
@@ -233,7 +269,7 @@ func (r *runner) change(ctx context.Context, i int) error {
 	c.Converged, c.Missing = len(times), len(r.proxies)-len(times)
 	c.Convergence = stats.Summarize(times)
 	c.BytesReceived = r.bytes() - bytes0
-	c.ServerCPUSeconds = cpuDelta(before, after)
+	c.PhaseCost = cost
 	r.cfg.Log.Info("change converged", "change", i, "converged", c.Converged, "missing", c.Missing, "max_ms", c.Convergence.MaxMs)
 	r.report.Changes = append(r.report.Changes, c)
 	return nil

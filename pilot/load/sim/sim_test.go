@@ -70,6 +70,11 @@ func TestSmokeFileMode(t *testing.T) {
 	if in.ServerCPUSeconds == nil || *in.ServerCPUSeconds < 0 {
 		t.Fatalf("initial server CPU: %v", in.ServerCPUSeconds)
 	}
+	// The "server" is this process, so its CPU is the tool's too, and its
+	// peak RSS is at least what was sampled when the phase ended.
+	if in.ToolCPUSeconds <= 0 || in.ServerPeakRSSBytes < rep.Server.AfterInitial.RSSBytes || in.Resets != 0 || in.DurationMs < in.TotalMs {
+		t.Fatalf("initial phase cost: %+v, RSS after initial %d", in.PhaseCost, rep.Server.AfterInitial.RSSBytes)
+	}
 	if len(rep.Changes) != 2 {
 		t.Fatalf("changes: got %d, want 2", len(rep.Changes))
 	}
@@ -77,7 +82,7 @@ func TestSmokeFileMode(t *testing.T) {
 		if c.Converged != 40 || c.Convergence.Count != 40 || c.Convergence.P50Ms < 0 || c.Convergence.MaxMs < c.Convergence.P99Ms || c.BytesReceived <= 0 {
 			t.Fatalf("change %d figures: %+v", c.Index, c)
 		}
-		if c.ServerCPUSeconds == nil || *c.ServerCPUSeconds < 0 {
+		if c.ServerCPUSeconds == nil || *c.ServerCPUSeconds < 0 || c.ServerPeakRSSBytes <= 0 || c.Resets != 0 {
 			t.Fatalf("change %d server CPU: %v", c.Index, c.ServerCPUSeconds)
 		}
 	}
@@ -108,7 +113,7 @@ func TestSmokeFileMode(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"initial", "change 0", "change 1", "median of changes", "NACKs"} {
+	for _, want := range []string{"initial", "change 0", "change 1", "median of changes", "NACKs", "tool CPU s", "srv peak RSS MB", "resets"} {
 		if !strings.Contains(table.String(), want) {
 			t.Fatalf("table lacks %q:\n%s", want, table.String())
 		}

@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/load/workload"
 )
@@ -126,5 +130,69 @@ func TestCommandChangerSubstitutesIndex(t *testing.T) {
 	err := CommandChanger{Command: "echo boom >&2; exit 3"}.Apply(t.Context(), 0)
 	if err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("failing command: got %v, want its output in the error", err)
+	}
+}
+
+func TestSumMetricAddsEveryLabelSet(t *testing.T) {
+	text := []byte(`# HELP pilot_pushcontext_init_seconds Total time.
+# TYPE pilot_pushcontext_init_seconds histogram
+pilot_pushcontext_init_seconds_bucket{le="0.01"} 3
+pilot_pushcontext_init_seconds_sum 0.25
+pilot_pushcontext_init_seconds_count 7
+pilot_pushcontext_init_seconds_count_other 100
+pilot_xds_pushes{type="cds"} 4
+pilot_xds_pushes{type="eds",x="a}b"} 5.5
+`)
+	if v, err := SumMetric(text, FullPushMetric); err != nil || v != 7 {
+		t.Fatalf("%s: %v, %v; want 7", FullPushMetric, v, err)
+	}
+	if v, err := SumMetric(text, "pilot_xds_pushes"); err != nil || v != 9.5 {
+		t.Fatalf("pilot_xds_pushes: %v, %v; want 9.5", v, err)
+	}
+	if _, err := SumMetric(text, "pilot_absent"); err == nil || !strings.Contains(err.Error(), "pilot_absent") {
+		t.Fatalf("absent metric: %v", err)
+	}
+}
+
+func TestEDSWatchTimesEachSubscribedProxyOnce(t *testing.T) {
+	const cluster = "outbound|80||svc-0.ns-0.svc.cluster.local"
+	cla := func(addrs ...string) map[string]*anypb.Any {
+		c := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
+		for _, a := range addrs {
+			c.Endpoints = append(c.Endpoints, &endpointv3.LocalityLbEndpoints{LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: &corev3.Address{
+					Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: a, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8080}}},
+				}}},
+			}}})
+		}
+		a, err := anypb.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]*anypb.Any{cluster: a}
+	}
+	w := newEDSWatch()
+	w.observe(0, cla("100.64.0.1")) // nothing watched yet: ignored
+	w.watch([]string{cluster})
+	done := w.expect(cluster, "100.64.0.1:8080", []bool{true, false, true})
+	w.observe(1, cla("100.64.0.1")) // not subscribed: ignored
+	w.observe(0, cla("10.0.0.1"))   // other address
+	w.observe(0, cla("100.64.0.1"))
+	w.observe(0, cla("100.64.0.1")) // twice: counted once
+	select {
+	case <-done:
+		t.Fatal("done after 1 of 2 subscribed proxies")
+	default:
+	}
+	w.observe(2, cla("10.0.0.1", "100.64.0.1"))
+	<-done
+	times, slowest := w.results()
+	if len(times) != 2 || len(slowest) != 1 || slowest[0] < times[0] {
+		t.Fatalf("times %v, slowest %v", times, slowest)
+	}
+	w.expect(cluster, "100.64.0.2:8080", []bool{true, true, false})
+	w.observe(1, cla("100.64.0.2"))
+	if left := w.forget(cluster, "100.64.0.2:8080"); left != 1 {
+		t.Fatalf("forget: %d proxies left, want 1", left)
 	}
 }

@@ -26,6 +26,8 @@ var resources = map[string]schema.GroupVersionResource{
 	"VirtualService":  {Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"},
 	"DestinationRule": {Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"},
 	"Sidecar":         {Group: "networking.istio.io", Version: "v1", Resource: "sidecars"},
+	"WorkloadEntry":   {Group: "networking.istio.io", Version: "v1", Resource: "workloadentries"},
+	"Pod":             {Version: "v1", Resource: "pods"},
 }
 
 // Resource returns the API resource of kind.
@@ -98,6 +100,13 @@ func Apply(ctx context.Context, c dynamic.Interface, objs []Object, log *slog.Lo
 		if _, err := ri.Apply(ctx, o.Name, u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 			return fmt.Errorf("apply %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 		}
+		if o.Kind == "Pod" {
+			// A Pod's IP and readiness are status, which only the status
+			// subresource takes (the kubelet's part).
+			if err := applyStatus(ctx, ri, o); err != nil {
+				return err
+			}
+		}
 		if (n+1)%500 == 0 {
 			log.Info("applied", "objects", n+1, "of", len(objs))
 		}
@@ -119,6 +128,27 @@ func Delete(ctx context.Context, c dynamic.Interface, objs []Object) error {
 		if err := ri.Delete(ctx, o.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
 		}
+	}
+	return nil
+}
+
+// applyStatus server-side-applies o's status through the status subresource.
+func applyStatus(ctx context.Context, ri dynamic.ResourceInterface, o Object) error {
+	b, err := o.JSON()
+	if err != nil {
+		return err
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", o.Kind, o.Namespace, o.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": m["apiVersion"], "kind": m["kind"],
+		"metadata": map[string]any{"name": o.Name, "namespace": o.Namespace},
+		"status":   m["status"],
+	}}
+	if _, err := ri.ApplyStatus(ctx, o.Name, u, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply %s %s/%s status: %w", o.Kind, o.Namespace, o.Name, err)
 	}
 	return nil
 }

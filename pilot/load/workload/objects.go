@@ -6,7 +6,6 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -67,8 +66,8 @@ func (o Options) kubeService(i int) Object {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: generatedLabels(name)},
 		Spec: corev1.ServiceSpec{
 			Type:       corev1.ServiceTypeClusterIP,
-			ClusterIP:  ClusterIP(i).String(),
-			ClusterIPs: []string{ClusterIP(i).String()},
+			ClusterIP:  o.clusterIP(i),
+			ClusterIPs: []string{o.clusterIP(i)},
 			Selector:   map[string]string{"app": name},
 			Ports: []corev1.ServicePort{{
 				Name: "http", Port: ServicePort, Protocol: corev1.ProtocolTCP,
@@ -78,27 +77,12 @@ func (o Options) kubeService(i int) Object {
 	}}
 }
 
-func (o Options) endpointSlice(i int) Object {
-	svc, ns := ServiceName(i), o.ServiceNamespace(i)
-	name := svc + "-load"
-	ready := true
-	slice := &discoveryv1.EndpointSlice{
-		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{
-			discoveryv1.LabelServiceName: svc,
-			discoveryv1.LabelManagedBy:   "pilot-load",
-			"generated-by":               "pilot-load",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(TargetPort)), Protocol: ptr(corev1.ProtocolTCP)}},
+// clusterIP is service i's ClusterIP, or "None" for a headless service.
+func (o Options) clusterIP(i int) string {
+	if o.Headless {
+		return corev1.ClusterIPNone
 	}
-	for k := range o.Endpoints {
-		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
-			Addresses:  []string{o.EndpointIP(i, k).String()},
-			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
-		})
-	}
-	return Object{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice", Namespace: ns, Name: name, Body: slice}
+	return ClusterIP(i).String()
 }
 
 func (o Options) virtualService(i int) Object {

@@ -20,6 +20,10 @@ const (
 	FormatServiceEntry Format = "serviceentry"
 	// FormatKube writes a Service with a ClusterIP and an EndpointSlice per service.
 	FormatKube Format = "kube"
+	// FormatWorkloadEntry writes per service a STATIC ServiceEntry with a
+	// workloadSelector and no endpoints, and per endpoint a WorkloadEntry
+	// labelled to match (Trip.com's shape).
+	FormatWorkloadEntry Format = "serviceentry-workloadentry"
 )
 
 // Domains the generated hosts live in.
@@ -44,6 +48,11 @@ type Options struct {
 	// VirtualServices, DestinationRules and Sidecars add one VirtualService
 	// and one DestinationRule per service and one Sidecar per namespace.
 	VirtualServices, DestinationRules, Sidecars bool
+	// Pods adds, in kube format, a running Pod per endpoint that the
+	// EndpointSlice references (as the endpointslice controller writes it).
+	Pods bool
+	// Headless makes kube-format Services headless (clusterIP: None).
+	Headless bool
 }
 
 // Validate checks the options, naming the flag at fault.
@@ -55,8 +64,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("endpoints: %d must be >= 0", o.Endpoints)
 	case o.Namespaces < 1:
 		return fmt.Errorf("namespaces: %d must be >= 1", o.Namespaces)
-	case o.Format != FormatServiceEntry && o.Format != FormatKube:
-		return fmt.Errorf("format: %q must be %q or %q", o.Format, FormatServiceEntry, FormatKube)
+	case o.Format != FormatServiceEntry && o.Format != FormatKube && o.Format != FormatWorkloadEntry:
+		return fmt.Errorf("format: %q must be %q, %q or %q", o.Format, FormatServiceEntry, FormatKube, FormatWorkloadEntry)
+	case (o.Pods || o.Headless) && o.Format != FormatKube:
+		return fmt.Errorf("pods, headless: only for format %q, not %q", FormatKube, o.Format)
 	case o.Services*max(o.Endpoints, 1) >= 1<<22:
 		return fmt.Errorf("services × endpoints: %d exceeds the 10.128.0.0/9 endpoint range", o.Services*o.Endpoints)
 	}
@@ -126,9 +137,21 @@ func Generate(o Options) ([]Object, error) {
 		out = append(out, namespaceObject(Namespace(j)))
 	}
 	for i := range o.Services {
-		if o.Format == FormatKube {
-			out = append(out, o.kubeService(i), o.endpointSlice(i))
-		} else {
+		switch o.Format {
+		case FormatKube:
+			out = append(out, o.kubeService(i))
+			if o.Pods {
+				for k := range o.Endpoints {
+					out = append(out, o.Pod(i, k, PodName(i, k, 0), o.EndpointIP(i, k)))
+				}
+			}
+			out = append(out, o.EndpointSlice(i, o.initialEndpoints(i)))
+		case FormatWorkloadEntry:
+			out = append(out, o.selectorServiceEntry(i))
+			for k := range o.Endpoints {
+				out = append(out, o.workloadEntry(i, k))
+			}
+		default:
 			out = append(out, o.serviceEntry(i))
 		}
 		if o.VirtualServices {
