@@ -75,9 +75,9 @@ func TestVersionTableMatchesMap(t *testing.T) {
 	}
 }
 
-// TestNameTableHosts checks that a host's names are found by index and that
+// TestNameTableByHost checks that a host's names are found by index and that
 // names without a host are not listed.
-func TestNameTableHosts(t *testing.T) {
+func TestNameTableByHost(t *testing.T) {
 	var tables nameTables
 	names := tables.forType("t")
 	ids := names.intern([]string{"outbound|80||a", "outbound|80|v1|a", "outbound|80||b", "BlackHoleCluster"}, nil)
