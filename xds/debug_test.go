@@ -57,8 +57,14 @@ func TestDebugEndpoints(t *testing.T) {
 	c.send(&discovery.DiscoveryRequest{TypeUrl: model.EndpointType, ResourceNames: []string{clusterA}})
 	c.recvType(model.EndpointType)
 
+	// The server records a response as sent after Send returns, which can
+	// be after the client read it: wait for the record.
 	var sync []SyncStatus
-	getJSON(t, srv, "/debug/connectionz", http.StatusOK, &sync)
+	eventually(t, "the EDS response recorded as sent", func() bool {
+		sync = nil
+		getJSON(t, srv, "/debug/connectionz", http.StatusOK, &sync)
+		return len(sync) == 1 && sync[0].Types["eds"].SentNonce != ""
+	})
 	if len(sync) != 1 || sync[0].NodeID != testNode("pod1", nil).GetId() || sync[0].Types["cds"].AckedNonce != r.GetNonce() ||
 		!sync[0].Types["cds"].Wildcard || sync[0].Types["eds"].SubscribedCount != 1 || sync[0].Types["eds"].SentNonce == "" {
 		t.Fatalf("syncz = %+v", sync)
