@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -92,23 +93,6 @@ func (t *nameTable) intern(names []string, out []uint32) []uint32 {
 			}
 		}
 		out = append(out, id)
-	}
-	return out
-}
-
-// name returns the name of index id.
-func (t *nameTable) name(id uint32) string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.names[id]
-}
-
-// hostIDs appends the indexes of hosts' names to out.
-func (t *nameTable) hostIDs(hosts map[string]struct{}, out []uint32) []uint32 {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for h := range hosts {
-		out = append(out, t.byHost[h]...)
 	}
 	return out
 }
@@ -206,7 +190,7 @@ func (v *versionTable) setMany(ids []uint32, vers []uint64) {
 	for k := range order {
 		order[k] = k
 	}
-	slices.SortFunc(order, func(a, b int) int { return int64Cmp(int64(newIDs[a]), int64(newIDs[b])) })
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(newIDs[a], newIDs[b]) })
 	n, m := len(v.ids), len(newIDs)
 	v.ids = slices.Grow(v.ids, m)[:n+m]
 	v.vers = slices.Grow(v.vers, m)[:n+m]
@@ -267,16 +251,6 @@ func (v *versionTable) each(f func(name string, ver uint64)) {
 	for n, ver := range v.other {
 		f(n, ver)
 	}
-}
-
-func int64Cmp(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // hostEntries returns the indexes of hosts' names and the name table to
