@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +52,7 @@ type runFlags struct {
 	changeDir, changeCmd    string
 	changeCleanupCmd        string
 	kubeconfig, logLevel    string
+	cpuProfile              string
 }
 
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -81,6 +83,13 @@ writes every figure. Exits non-zero if a proxy missed a deadline.`,
 				return err
 			}
 			cfg.Log = logging.New(stderr, level)
+			if fl.cpuProfile != "" {
+				stopProfile, err := startCPUProfile(fl.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			rep, err := sim.Run(ctx, cfg)
@@ -136,7 +145,22 @@ writes every figure. Exits non-zero if a proxy missed a deadline.`,
 	f.StringVar(&cfg.ClusterID, "cluster-id", cfg.ClusterID, "CLUSTER_ID node metadata")
 	f.StringVar(&cfg.IstioVersion, "istio-version", cfg.IstioVersion, "ISTIO_VERSION node metadata")
 	f.StringVar(&fl.logLevel, "log_output_level", "default:info", "log level")
+	f.StringVar(&fl.cpuProfile, "cpuprofile", "", "write the tool's own CPU profile to this file (is the tool the limit?)")
 	return cmd
+}
+
+// startCPUProfile profiles the tool's CPU into path until the returned
+// function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // apply checks the flags that need more than parsing and fills cfg.

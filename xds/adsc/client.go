@@ -6,6 +6,7 @@
 package adsc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,7 +53,7 @@ type Client struct {
 	nonces    map[string]string                // type → last nonce received
 	responses map[string]int                   // type → responses received
 	nacks     map[string]int
-	wanted    map[string][]string // dependent type → names its parent referenced
+	wanted    map[string]*depNames // dependent type → names its parent referenced
 	// refs[type][name][dependent type] are the dependent names one CDS or
 	// LDS resource references, decoded once when the resource arrives.
 	refs    map[string]map[string]map[string][]string
@@ -72,7 +73,7 @@ func New(cfg Config) *Client {
 		nonces:    map[string]string{},
 		responses: map[string]int{},
 		nacks:     map[string]int{},
-		wanted:    map[string][]string{},
+		wanted:    map[string]*depNames{},
 		refs:      map[string]map[string]map[string][]string{},
 		changed:   make(chan struct{}),
 	}
@@ -97,29 +98,59 @@ func (c *Client) Run(ctx context.Context, conn grpc.ClientConnInterface) error {
 func (c *Client) wants(typeURL string) bool { return slices.Contains(c.cfg.Types, typeURL) }
 
 // store records a response's resources (replace for SotW; merge for Delta)
-// and returns, by dependent type, the names of the dependent resources to
-// subscribe next, remembering them so Complete can tell when they have all
-// arrived.
-func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, removed []string, size int) map[string][]string {
+// and returns, for each dependent type whose set of referenced names
+// changed, the new set and what it gained and lost. The sets are kept by
+// reference count, so a response about one cluster costs O(log n) plus one
+// merge when the set changes, not a walk over every cluster the client
+// holds (the load tool must not be what it times).
+func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, removed []string, size int) map[string]depChange {
 	c.mu.Lock()
-	if replace || c.resources[typeURL] == nil {
+	if c.resources[typeURL] == nil {
 		c.resources[typeURL] = map[string]*anypb.Any{}
 		c.refs[typeURL] = map[string]map[string][]string{}
 	}
+	held := c.resources[typeURL]
+	if replace {
+		for n := range held {
+			if _, kept := add[n]; !kept {
+				removed = append(removed, n)
+			}
+		}
+	}
+	touched := map[string][]string{} // dependent type → names whose count moved
 	for n, r := range add {
-		c.resources[typeURL][n] = r
-		c.refs[typeURL][n] = referencedNames(typeURL, n, r)
+		old, ok := held[n]
+		held[n] = r
+		if !ok {
+			c.heldChanged(typeURL, n, true)
+		} else if old.GetTypeUrl() == r.GetTypeUrl() && bytes.Equal(old.GetValue(), r.GetValue()) {
+			continue // resent unchanged (SotW): same references
+		}
+		// New references first, so a name both keep never leaves the set.
+		refs := referencedNames(typeURL, n, r)
+		for dep, names := range refs {
+			c.depNames(dep).reference(names, 1)
+			touched[dep] = append(touched[dep], names...)
+		}
+		c.unreference(typeURL, n, touched)
+		c.refs[typeURL][n] = refs
 	}
 	for _, n := range removed {
-		delete(c.resources[typeURL], n)
-		delete(c.refs[typeURL], n)
+		if _, ok := held[n]; !ok {
+			continue
+		}
+		delete(held, n)
+		c.heldChanged(typeURL, n, false)
+		c.unreference(typeURL, n, touched)
+	}
+	changes := map[string]depChange{}
+	for dep, names := range touched {
+		if ch, changed := c.wanted[dep].settle(names, c.resources[dep]); changed {
+			changes[dep] = ch
+		}
 	}
 	c.responses[typeURL]++
 	c.bytes += int64(size)
-	deps := c.dependentsLocked(typeURL)
-	for dep, names := range deps {
-		c.wanted[dep] = names
-	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
@@ -130,7 +161,120 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 		}
 		c.cfg.OnResponse(typeURL, got, size)
 	}
-	return deps
+	return changes
+}
+
+// unreference drops the references resource n of typeURL made, listing
+// the names whose count moved in touched. c.mu is held.
+func (c *Client) unreference(typeURL, n string, touched map[string][]string) {
+	for dep, names := range c.refs[typeURL][n] {
+		c.depNames(dep).reference(names, -1)
+		touched[dep] = append(touched[dep], names...)
+	}
+	delete(c.refs[typeURL], n)
+}
+
+// heldChanged keeps the count of missing names of typeURL when the client
+// gains (held) or loses resource n. c.mu is held.
+func (c *Client) heldChanged(typeURL, n string, held bool) {
+	d := c.wanted[typeURL]
+	if d == nil {
+		return
+	}
+	if _, wanted := slices.BinarySearch(d.sorted, n); !wanted {
+		return
+	}
+	if held {
+		d.missing--
+	} else {
+		d.missing++
+	}
+}
+
+func (c *Client) depNames(dep string) *depNames {
+	d := c.wanted[dep]
+	if d == nil {
+		d = &depNames{count: map[string]int{}}
+		c.wanted[dep] = d
+	}
+	return d
+}
+
+// depNames are the names of one dependent type (EDS, RDS, ECDS) that the
+// parent type's resources reference.
+type depNames struct {
+	// count is the number of references per name (only names above 0).
+	count map[string]int
+	// sorted lists the referenced names in order, as of the last settle;
+	// it is replaced, never changed in place, so a slice handed out stays.
+	sorted []string
+	// missing counts the names in sorted the client holds no resource for.
+	missing int
+}
+
+// reference adds delta to the reference count of each name.
+func (d *depNames) reference(names []string, delta int) {
+	for _, n := range names {
+		if d.count[n] += delta; d.count[n] <= 0 {
+			delete(d.count, n)
+		}
+	}
+}
+
+// settle brings sorted and missing up to date after the counts of touched
+// names moved, and reports what entered and left the set; held are the
+// dependent type's resources.
+func (d *depNames) settle(touched []string, held map[string]*anypb.Any) (depChange, bool) {
+	slices.Sort(touched)
+	touched = slices.Compact(touched)
+	var ch depChange
+	for _, n := range touched {
+		_, was := slices.BinarySearch(d.sorted, n)
+		is := d.count[n] > 0
+		switch {
+		case is && !was:
+			ch.added = append(ch.added, n)
+		case was && !is:
+			ch.removed = append(ch.removed, n)
+		default:
+			continue
+		}
+		if _, ok := held[n]; !ok {
+			if is {
+				d.missing++
+			} else {
+				d.missing--
+			}
+		}
+	}
+	if len(ch.added)+len(ch.removed) == 0 {
+		return ch, false
+	}
+	// Merge: sorted minus removed plus added, all three in order.
+	out := make([]string, 0, len(d.sorted)+len(ch.added)-len(ch.removed))
+	i, j, k := 0, 0, 0
+	for i < len(d.sorted) || j < len(ch.added) {
+		switch {
+		case i < len(d.sorted) && k < len(ch.removed) && d.sorted[i] == ch.removed[k]:
+			i++
+			k++
+		case j >= len(ch.added) || (i < len(d.sorted) && d.sorted[i] < ch.added[j]):
+			out = append(out, d.sorted[i])
+			i++
+		default:
+			out = append(out, ch.added[j])
+			j++
+		}
+	}
+	d.sorted = out
+	ch.names = out
+	return ch, true
+}
+
+// depChange is how one response changed a dependent type's names: names is
+// the whole new set (sorted), added and removed the difference (sorted).
+type depChange struct {
+	names, added, removed []string
 }
 
 func (c *Client) recordNACK(typeURL string) {
@@ -139,38 +283,6 @@ func (c *Client) recordNACK(typeURL string) {
 	c.nacks[typeURL]++
 	close(c.changed)
 	c.changed = make(chan struct{})
-}
-
-// dependentTypes are the types whose names a parent type's resources give.
-var dependentTypes = map[string][]string{
-	model.ClusterType:  {model.EndpointType},
-	model.ListenerType: {model.RouteType, model.ExtensionConfigType},
-}
-
-// dependentsLocked returns, by dependent type, the EDS names CDS asked for,
-// and the RDS and ECDS names LDS asked for, from the references recorded
-// as resources arrived. The caller holds c.mu.
-func (c *Client) dependentsLocked(typeURL string) map[string][]string {
-	deps := dependentTypes[typeURL]
-	if len(deps) == 0 {
-		return nil
-	}
-	out := make(map[string][]string, len(deps))
-	for _, dep := range deps {
-		seen := map[string]bool{}
-		names := []string{}
-		for _, byType := range c.refs[typeURL] {
-			for _, n := range byType[dep] {
-				if !seen[n] {
-					seen[n] = true
-					names = append(names, n)
-				}
-			}
-		}
-		sort.Strings(names)
-		out[dep] = names
-	}
-	return out
 }
 
 // referencedNames decodes what one resource asks for next, by type: an EDS
@@ -315,10 +427,8 @@ func (c *Client) Complete() bool {
 		if c.wants(p) && c.responses[p] == 0 {
 			return false
 		}
-		for _, n := range c.wanted[t] {
-			if _, ok := c.resources[t][n]; !ok {
-				return false
-			}
+		if d := c.wanted[t]; d != nil && d.missing > 0 {
+			return false
 		}
 	}
 	return true
@@ -345,7 +455,7 @@ func streamEnded(err error) error {
 
 // sortedKeys returns m's keys in order, so dependent subscriptions go out
 // in the same order every time.
-func sortedKeys(m map[string][]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -17,7 +17,6 @@ func (c *Client) runDelta(ctx context.Context, ads discovery.AggregatedDiscovery
 	if err != nil {
 		return err
 	}
-	subscribed := map[string]map[string]bool{}
 	first := true
 	send := func(req *discovery.DeltaDiscoveryRequest) error {
 		if first {
@@ -62,24 +61,9 @@ func (c *Client) runDelta(ctx context.Context, ads discovery.AggregatedDiscovery
 			if !c.wants(dep) {
 				continue
 			}
-			want := map[string]bool{}
-			req := &discovery.DeltaDiscoveryRequest{TypeUrl: dep}
-			for _, n := range deps[dep] {
-				want[n] = true
-				if !subscribed[dep][n] {
-					req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, n)
-				}
-			}
-			for n := range subscribed[dep] {
-				if !want[n] {
-					req.ResourceNamesUnsubscribe = append(req.ResourceNamesUnsubscribe, n)
-				}
-			}
-			if len(req.ResourceNamesSubscribe)+len(req.ResourceNamesUnsubscribe) == 0 {
-				continue
-			}
-			subscribed[dep] = want
-			c.dropUnsubscribed(dep, req.ResourceNamesUnsubscribe)
+			ch := deps[dep]
+			req := &discovery.DeltaDiscoveryRequest{TypeUrl: dep, ResourceNamesSubscribe: ch.added, ResourceNamesUnsubscribe: ch.removed}
+			c.dropUnsubscribed(dep, ch.removed)
 			if err := send(req); err != nil {
 				return err
 			}

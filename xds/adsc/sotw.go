@@ -78,7 +78,7 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 			return err
 		}
 		for _, dep := range sortedKeys(deps) {
-			names := deps[dep]
+			names := deps[dep].names
 			if !c.wants(dep) {
 				continue
 			}
@@ -95,7 +95,7 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 }
 
 // unsubscribed returns the names of type t held and not in names (sorted,
-// as dependentsLocked makes them).
+// as store lists them).
 func (c *Client) unsubscribed(t string, names []string) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
