@@ -36,11 +36,14 @@ func NewCodec() *Codec {
 func (*Codec) Name() string { return "proto" }
 
 // Marshal encodes v into one pooled buffer of at most twice its size; a
-// SotW response with shared encoded resources (sotw_encoding.go) is its
+// response with shared encoded resources (shared_encoding.go) is its
 // header and that shared body, uncopied.
 func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
-	if e, ok := v.(*encodedResponse); ok {
+	switch e := v.(type) {
+	case *encodedResponse:
 		return marshalEncoded(e)
+	case *encodedDeltaResponse:
+		return marshalEncodedDelta(e)
 	}
 	m, ok := v.(proto.Message)
 	if !ok {

@@ -339,9 +339,22 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 		Nonce:             newNonce(),
 		ControlPlane:      c.s.controlPlane,
 	}
+	send := func() error { return stream.Send(resp) }
+	if size >= sharedBodyMin {
+		// Typically a new stream's initial set, the same for every stream
+		// with this view: encoded once (shared_encoding.go).
+		var digest uint64
+		for _, r := range changed {
+			digest += resourceDigest(r)
+		}
+		if body, err := c.s.deltaBodies.body(typeURL, digest, changed); err == nil {
+			enc := &encodedDeltaResponse{DeltaDiscoveryResponse: resp, body: body}
+			send = func() error { return stream.SendMsg(enc) }
+		}
+	}
 	return &outgoing{
 		ws: ws, typeURL: typeURL, nonce: resp.GetNonce(), version: push.Version, seq: c.roundSeq, size: size, start: start,
-		send: func() error { return stream.Send(resp) },
+		send: send,
 		commit: func() {
 			c.mu.Lock()
 			ws.sent.setGenerated(changedIDs, changedVersions, changed)

@@ -18,6 +18,11 @@ import (
 // it back before sending again, so no connection waits while holding one),
 // and a reservation comes back by itself after ackWait for clients that
 // never answer. Istio's PILOT_ENABLE_FLOW_CONTROL applied the idea per proxy.
+// A response whose resources are a body shared with other streams
+// (shared_encoding.go) still reserves its whole size: measured, letting
+// such responses through at once interleaves every stream's bytes on the
+// connections and every proxy completes late (initial p50 2.2 s → 5.0 s at
+// 500 proxies), where the budget finishes them a few at a time.
 //
 // A client that never reads nor answers must not be able to fill the budget
 // that answering clients wait on. So the budget has two pools: connections

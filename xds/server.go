@@ -17,6 +17,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/rollout"
@@ -128,8 +129,10 @@ type DiscoveryServer struct {
 	// names interns generated resource names per type, for the Delta
 	// streams' version tables (restable.go).
 	names nameTables
-	// bodies are encoded SotW resource sets shared by connections (sotw_encoding.go).
-	bodies bodyCache
+	// bodies and deltaBodies are encoded resource sets shared by
+	// connections (shared_encoding.go).
+	bodies      bodyCache[*anypb.Any]
+	deltaBodies bodyCache[*discovery.Resource]
 
 	// controlPlane is sent on every response; instance is its content.
 	controlPlane *corev3.ControlPlane

@@ -34,7 +34,7 @@ func TestCodecEncodedResponseDecodesAsTheResponse(t *testing.T) {
 		VersionInfo: "2026-11-25T04:00:00Z/7", Resources: anys, TypeUrl: model.ClusterType, Nonce: "NONCE",
 		ControlPlane: &corev3.ControlPlane{Identifier: `{"Component":"istiod"}`},
 	}
-	var bc bodyCache
+	var bc bodyCache[*anypb.Any]
 	body, err := bc.body(model.ClusterType, 42, anys)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestCodecEncodedResponseDecodesAsTheResponse(t *testing.T) {
 }
 
 func TestBodyCacheSharesAndChecks(t *testing.T) {
-	var bc bodyCache
+	var bc bodyCache[*anypb.Any]
 	anys := testAnys(10, 100, 1)
 	b1, err := bc.body(model.ClusterType, 1, anys)
 	if err != nil {
@@ -106,7 +106,7 @@ func TestBodyCacheSharesAndChecks(t *testing.T) {
 }
 
 func TestBodyCacheBounded(t *testing.T) {
-	var bc bodyCache
+	var bc bodyCache[*anypb.Any]
 	const size = 4 << 20
 	for i := range maxBodyBytes/size + 4 {
 		a := &anypb.Any{TypeUrl: model.ClusterType, Value: make([]byte, size)}
@@ -178,7 +178,7 @@ func BenchmarkSotWEncode(b *testing.B) {
 		}
 	})
 	b.Run("shared", func(b *testing.B) {
-		var bc bodyCache
+		var bc bodyCache[*anypb.Any]
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			body, err := bc.body(model.ClusterType, 7, anys)
@@ -192,4 +192,91 @@ func BenchmarkSotWEncode(b *testing.B) {
 			data.Free()
 		}
 	})
+}
+
+// TestCodecEncodedDeltaResponseDecodesAsTheResponse: the Delta form of
+// TestCodecEncodedResponseDecodesAsTheResponse, removed names included.
+func TestCodecEncodedDeltaResponseDecodesAsTheResponse(t *testing.T) {
+	var res []*discovery.Resource
+	for i, a := range testAnys(50, 700, 3) {
+		res = append(res, &discovery.Resource{Name: fmt.Sprintf("r%d", i), Version: fmt.Sprintf("%016x", i+1), Resource: a})
+	}
+	resp := &discovery.DeltaDiscoveryResponse{
+		SystemVersionInfo: "2026-11-25T04:00:00Z", Resources: res, TypeUrl: model.ClusterType, Nonce: "NONCE",
+		RemovedResources: []string{"gone1", "gone2"},
+		ControlPlane:     &corev3.ControlPlane{Identifier: `{"Component":"istiod"}`},
+	}
+	var bc bodyCache[*discovery.Resource]
+	body, err := bc.body(model.ClusterType, 42, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := &encodedDeltaResponse{DeltaDiscoveryResponse: resp, body: body}
+	data, err := NewCodec().Marshal(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Free()
+	var got discovery.DeltaDiscoveryResponse
+	if err := proto.Unmarshal(data.Materialize(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&got, resp) {
+		t.Fatalf("decoded %v, want %v", &got, resp)
+	}
+	if n := len(data); n != 2 || &data[1].ReadOnlyData()[0] != &body[0] {
+		t.Errorf("encoded response is %d buffers, want the header and the shared body uncopied", n)
+	}
+	plain, err := proto.Marshal(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaDefault discovery.DeltaDiscoveryResponse
+	if err := proto.Unmarshal(plain, &viaDefault); err != nil || !proto.Equal(&viaDefault, resp) {
+		t.Fatalf("default codec path: %v, %v", err, &viaDefault)
+	}
+}
+
+// TestDeltaSharedBodyOverStreams: new Delta streams with one view get
+// initial CDS responses sharing one encoded body, over real streams; each
+// decodes complete and valid, with its own nonce.
+func TestDeltaSharedBodyOverStreams(t *testing.T) {
+	h := newHarness(t, true, realCDSEDS)
+	var svcs []*model.Service
+	for i := range 60 {
+		svcs = append(svcs, service(fmt.Sprintf("svc%02d", i), 80))
+	}
+	h.reg.set(svcs...)
+	h.fullPush()
+	eventually(t, "push of 60 services", func() bool { return len(h.s.PushContext().Services()) == 60 })
+	var nonces []string
+	var first []string
+	for _, pod := range []string{"pod1", "pod2", "pod3"} {
+		c := h.delta()
+		c.send(&discovery.DeltaDiscoveryRequest{Node: testNode(pod, nil), TypeUrl: model.ClusterType})
+		r := c.recv(model.ClusterType)
+		names := deltaNames(r)
+		if len(names) < 60 {
+			t.Fatalf("%s: CDS has %d clusters, want the 60 services' and more", pod, len(names))
+		}
+		if first == nil {
+			first = names
+		} else if !slices.Equal(names, first) {
+			t.Fatalf("%s: clusters %v, want %v as the first proxy's", pod, names, first)
+		}
+		if size := proto.Size(r); size < sharedBodyMin {
+			t.Fatalf("CDS of %d bytes: too small to test sharing", size)
+		}
+		nonces = append(nonces, r.GetNonce())
+		c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: model.ClusterType, ResponseNonce: r.GetNonce()})
+	}
+	if distinct := slices.Compact(slices.Sorted(slices.Values(nonces))); len(distinct) != 3 {
+		t.Fatalf("nonces %v", nonces)
+	}
+	h.s.deltaBodies.mu.Lock()
+	n := len(h.s.deltaBodies.entries)
+	h.s.deltaBodies.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d encoded bodies for three proxies with one view, want 1", n)
+	}
 }
