@@ -109,6 +109,9 @@ type watchState struct {
 	// number (see versionNumber); 0 means the client was told the resource
 	// does not exist (restable.go).
 	sent *versionTable
+	// subs (Delta only) holds the subscribed names, as watched.Subscribed
+	// (restable.go); SotW keeps them in watched.ResourceNames.
+	subs *nameSet
 	// hostIndex (SotW only) caches hosts(); reset whenever the subscription changes.
 	hostIndex map[string]struct{}
 	// sentDigest and sentCount (SotW only) identify the set last sent

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -95,13 +96,13 @@ func (c *Connection) syncStatus() SyncStatus {
 	defer c.mu.Unlock()
 	for typeURL, ws := range c.watches {
 		ts := TypeSync{
-			TypeURL: typeURL, Wildcard: ws.watched.Wildcard, SubscribedCount: len(ws.watched.ResourceNames),
+			TypeURL: typeURL, Wildcard: ws.watched.Wildcard, SubscribedCount: ws.watched.Len(),
 			SentVersion: ws.versionSent, SentNonce: ws.nonceSent, SentAt: timePtr(ws.sentAt),
 			AckedVersion: ws.ackedVersion, AckedNonce: ws.ackedNonce, AckedAt: timePtr(ws.ackedAt),
 			NackError: clientlog.Truncate(ws.nackError, clientlog.MaxMessage), NackAt: timePtr(ws.nackAt),
 		}
 		if ts.SubscribedCount <= maxListedNames {
-			ts.Subscribed = sortedNames(ws.watched.ResourceNames)
+			ts.Subscribed = slices.Sorted(ws.watched.All())
 		}
 		st.Types[model.ShortType(typeURL)] = ts
 	}
@@ -197,8 +198,8 @@ func (c *Connection) watchedCopy(typeURL string) model.WatchedResource {
 	if ws == nil {
 		return model.WatchedResource{TypeURL: typeURL, ResourceNames: map[string]struct{}{}}
 	}
-	names := make(map[string]struct{}, len(ws.watched.ResourceNames))
-	for n := range ws.watched.ResourceNames {
+	names := make(map[string]struct{}, ws.watched.Len())
+	for n := range ws.watched.All() {
 		names[n] = struct{}{}
 	}
 	return model.WatchedResource{TypeURL: typeURL, ResourceNames: names, Wildcard: ws.watched.Wildcard}

@@ -150,7 +150,7 @@ func (s *DiscoveryServer) envoyConfigDumpSections(ctx context.Context, c *Connec
 		}
 		g := c.generator(typeURL)
 		watched := c.watchedCopy(typeURL)
-		if g == nil || (!watched.Wildcard && len(watched.ResourceNames) == 0) {
+		if g == nil || (!watched.Wildcard && watched.Len() == 0) {
 			continue
 		}
 		res, err := g.Generate(c.proxy, pc, &watched, proxyRequest(pc))

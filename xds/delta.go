@@ -52,7 +52,11 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 	first := ws == nil
 	if first {
 		ws = newWatch(typeURL)
-		ws.sent = newVersionTable(c.s.names.forType(typeURL))
+		names := c.s.names.forType(typeURL)
+		ws.sent = newVersionTable(names)
+		ws.subs = newNameSet(names)
+		ws.watched.ResourceNames = nil
+		ws.watched.Subscribed = ws.subs
 		ws.watched.Wildcard = isWildcardType(typeURL) && len(req.GetResourceNamesSubscribe()) == 0
 		for name, v := range req.GetInitialResourceVersions() {
 			ws.sent.set(name, versionNumber(v))
@@ -100,23 +104,22 @@ func (c *Connection) handleDelta(stream deltaStream, req *discovery.DeltaDiscove
 // and reports whether a response is due. Names subscribed again are resent;
 // unsubscribed names are forgotten and reported in removed_resources.
 func applyDeltaSubscription(ws *watchState, sub, unsub []string) bool {
-	changed := false
-	for _, n := range sub {
-		changed = true
-		if n == "*" {
-			ws.watched.Wildcard = true
-			continue
-		}
-		ws.watched.ResourceNames[intern(n)] = struct{}{}
+	changed := len(sub)+len(unsub) > 0
+	names := sub
+	if slices.Contains(sub, "*") {
+		ws.watched.Wildcard = true
+		names = slices.DeleteFunc(slices.Clone(sub), func(n string) bool { return n == "*" })
+	}
+	ws.subs.addMany(names)
+	for _, n := range names {
 		ws.sent.del(n)
 	}
 	for _, n := range unsub {
-		changed = true
 		if n == "*" {
 			ws.watched.Wildcard = false
 			continue
 		}
-		delete(ws.watched.ResourceNames, n)
+		ws.subs.remove(n)
 		if v, ok := ws.sent.get(n); ok && v != absent {
 			ws.pendingRemoved = append(ws.pendingRemoved, intern(n))
 		}
@@ -181,7 +184,7 @@ func deltaRemovals(ws *watchState, res model.Resources, inScope func(string) boo
 		}
 	})
 	if !ws.watched.Wildcard {
-		for name := range ws.watched.ResourceNames {
+		for name := range ws.subs.All() {
 			if _, ok := generated[name]; ok || !inScope(name) {
 				continue
 			}
@@ -299,10 +302,8 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 		}
 		id := ids[k]
 		k++
-		if !ws.watched.Wildcard {
-			if _, ok := ws.watched.ResourceNames[r.GetName()]; ok {
-				inSub++
-			}
+		if !ws.watched.Wildcard && ws.subs.hasEntry(id, r.GetName()) {
+			inSub++
 		}
 		v := versionNumber(r.GetVersion())
 		old, held := ws.sent.getID(id)
@@ -359,7 +360,7 @@ func (c *Connection) prepareDelta(stream deltaStream, typeURL string, push *mode
 			c.mu.Lock()
 			ws.sent.setGenerated(changedIDs, changedVersions, changed)
 			for _, name := range removed {
-				if _, subscribed := ws.watched.ResourceNames[name]; subscribed && !ws.watched.Wildcard {
+				if !ws.watched.Wildcard && ws.subs.Has(name) {
 					ws.sent.set(name, absent) // told absent; resent when it appears
 				} else {
 					ws.sent.del(name)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func (g cdsGen) Generate(proxy *model.Proxy, push *model.PushContext, w *model.W
 	for _, svc := range push.Services() {
 		for _, p := range svc.Ports {
 			name := g.prefix + fmt.Sprintf("outbound|%d||%s", p.Port, svc.Hostname)
-			if _, ok := w.ResourceNames[name]; !w.Wildcard && !ok {
+			if !w.Wildcard && !w.Has(name) {
 				continue
 			}
 			c := &clusterv3.Cluster{
@@ -110,7 +111,7 @@ type edsGen struct{}
 
 func (edsGen) Generate(_ *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	var out model.Resources
-	for _, name := range sortedNames(w.ResourceNames) {
+	for _, name := range slices.Sorted(w.All()) {
 		parts := strings.Split(name, "|")
 		if len(parts) != 4 || push.ServiceByHost(parts[3]) == nil {
 			continue

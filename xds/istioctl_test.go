@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ type sdsGen struct{}
 
 func (sdsGen) Generate(_ *model.Proxy, _ *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
 	var out model.Resources
-	for _, n := range sortedNames(w.ResourceNames) {
+	for _, n := range slices.Sorted(w.All()) {
 		sec := &tlsv3.Secret{Name: n, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
 			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte("CERT-" + n)}},
 			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: []byte(testKey)}},

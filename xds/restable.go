@@ -2,6 +2,7 @@ package xds
 
 import (
 	"cmp"
+	"iter"
 	"slices"
 	"sync"
 
@@ -289,7 +290,7 @@ func (ws *watchState) inScopeCounts(only, hosts map[string]struct{}) (held, sub 
 			if v, ok := t.get(name); ok && v != absent {
 				held++
 			}
-			if _, ok := ws.watched.ResourceNames[name]; ok && byName {
+			if byName && ws.subs.Has(name) {
 				sub++
 			}
 		}
@@ -305,7 +306,7 @@ func (ws *watchState) inScopeCounts(only, hosts map[string]struct{}) (held, sub 
 			}
 		}
 		if byName {
-			sub = len(ws.watched.ResourceNames)
+			sub = ws.subs.Len()
 		}
 	default:
 		ids, names := t.names.hostEntries(hosts)
@@ -313,7 +314,7 @@ func (ws *watchState) inScopeCounts(only, hosts map[string]struct{}) (held, sub 
 			if v, ok := t.getID(id); ok && v != absent {
 				held++
 			}
-			if _, ok := ws.watched.ResourceNames[names[id]]; ok && byName {
+			if byName && ws.subs.hasEntry(id, names[id]) {
 				sub++
 			}
 		}
@@ -324,8 +325,16 @@ func (ws *watchState) inScopeCounts(only, hosts map[string]struct{}) (held, sub 
 			if v != absent {
 				held++
 			}
-			if _, ok := ws.watched.ResourceNames[name]; ok && byName {
-				sub++
+		}
+		if byName {
+			// Subscribed names never generated, of these hosts.
+			for name := range ws.subs.other {
+				if _, generated := t.names.lookup(name); generated {
+					continue // counted above by index
+				}
+				if _, ok := hosts[model.ResourceHost(name)]; ok {
+					sub++
+				}
 			}
 		}
 	}
@@ -341,15 +350,12 @@ func (ws *watchState) confinedWatch(hosts map[string]struct{}) *model.WatchedRes
 	w := &model.WatchedResource{TypeURL: ws.watched.TypeURL, ResourceNames: map[string]struct{}{}}
 	ids, names := ws.sent.names.hostEntries(hosts)
 	for _, id := range ids {
-		if _, ok := ws.watched.ResourceNames[names[id]]; ok {
+		if ws.subs.hasEntry(id, names[id]) {
 			w.ResourceNames[names[id]] = struct{}{}
 		}
 	}
-	for name := range ws.sent.other {
-		if _, ok := hosts[model.ResourceHost(name)]; !ok {
-			continue
-		}
-		if _, ok := ws.watched.ResourceNames[name]; ok {
+	for name := range ws.subs.other {
+		if _, ok := hosts[model.ResourceHost(name)]; ok {
 			w.ResourceNames[name] = struct{}{}
 		}
 	}
@@ -360,24 +366,134 @@ func (ws *watchState) confinedWatch(hosts map[string]struct{}) *model.WatchedRes
 // host (a name that is not a cluster name counts as a host itself). c.mu
 // must be held.
 func (ws *watchState) watchesHost(host string) bool {
-	if ws.watched.Wildcard {
-		return true
-	}
-	if _, ok := ws.watched.ResourceNames[host]; ok {
+	if ws.watched.Wildcard || ws.subs.Has(host) {
 		return true
 	}
 	ids, names := ws.sent.names.hostEntries(map[string]struct{}{host: {}})
 	for _, id := range ids {
-		if _, ok := ws.watched.ResourceNames[names[id]]; ok {
+		if ws.subs.hasEntry(id, names[id]) {
 			return true
 		}
 	}
-	for name := range ws.sent.other {
+	for name := range ws.subs.other {
 		if model.ResourceHost(name) == host {
-			if _, ok := ws.watched.ResourceNames[name]; ok {
-				return true
-			}
+			return true
 		}
 	}
 	return false
+}
+
+// nameSet is what a Delta stream subscribed to of one type
+// (model.WatchedResource.Subscribed): names the server generated as sorted
+// indexes into the type's nameTable, 4 bytes each and no pointers, other
+// names (not generated when subscribed) by name. A name is in one of the
+// two; it stays where it was added, so lookups check both. Only the stream
+// goroutine changes it, under c.mu.
+type nameSet struct {
+	names *nameTable
+	ids   []uint32
+	other map[string]struct{}
+}
+
+var _ model.NameSet = (*nameSet)(nil)
+
+func newNameSet(names *nameTable) *nameSet { return &nameSet{names: names} }
+
+// Len implements model.NameSet.
+func (s *nameSet) Len() int { return len(s.ids) + len(s.other) }
+
+// Has implements model.NameSet.
+func (s *nameSet) Has(name string) bool {
+	if id, ok := s.names.lookup(name); ok {
+		if _, found := slices.BinarySearch(s.ids, id); found {
+			return true
+		}
+	}
+	_, ok := s.other[name]
+	return ok
+}
+
+// hasEntry is Has for name, whose index is id.
+func (s *nameSet) hasEntry(id uint32, name string) bool {
+	if _, found := slices.BinarySearch(s.ids, id); found {
+		return true
+	}
+	if len(s.other) == 0 {
+		return false
+	}
+	_, ok := s.other[name]
+	return ok
+}
+
+// All implements model.NameSet.
+func (s *nameSet) All() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		if len(s.ids) > 0 {
+			s.names.mu.RLock()
+			names := s.names.names
+			s.names.mu.RUnlock()
+			for _, id := range s.ids {
+				if !yield(names[id]) {
+					return
+				}
+			}
+		}
+		for n := range s.other {
+			if !yield(n) {
+				return
+			}
+		}
+	}
+}
+
+// add adds name and reports whether it was new.
+func (s *nameSet) add(name string) bool {
+	if s.Has(name) {
+		return false
+	}
+	if id, ok := s.names.lookup(name); ok {
+		i, _ := slices.BinarySearch(s.ids, id)
+		s.ids = slices.Insert(s.ids, i, id)
+		return true
+	}
+	if s.other == nil {
+		s.other = map[string]struct{}{}
+	}
+	s.other[intern(name)] = struct{}{}
+	return true
+}
+
+// addMany adds names, sorting once (a first subscription of thousands).
+func (s *nameSet) addMany(names []string) {
+	if len(names) < 8 {
+		for _, n := range names {
+			s.add(n)
+		}
+		return
+	}
+	for _, n := range names {
+		if _, ok := s.other[n]; ok {
+			continue
+		}
+		if id, ok := s.names.lookup(n); ok {
+			s.ids = append(s.ids, id)
+			continue
+		}
+		if s.other == nil {
+			s.other = map[string]struct{}{}
+		}
+		s.other[intern(n)] = struct{}{}
+	}
+	slices.Sort(s.ids)
+	s.ids = slices.Compact(s.ids)
+}
+
+// remove drops name.
+func (s *nameSet) remove(name string) {
+	if id, ok := s.names.lookup(name); ok {
+		if i, found := slices.BinarySearch(s.ids, id); found {
+			s.ids = slices.Delete(s.ids, i, i+1)
+		}
+	}
+	delete(s.other, name)
 }

@@ -92,3 +92,74 @@ func TestNameTableByHost(t *testing.T) {
 		t.Fatalf("names without a host listed: %v", got)
 	}
 }
+
+// TestNameSetMatchesMap drives a nameSet and a plain map with the same
+// random subscriptions, unsubscriptions and server generations (so names
+// subscribed before they exist become generated later) and checks Len,
+// Has, hasEntry and All agree after every step.
+func TestNameSetMatchesMap(t *testing.T) {
+	var tables nameTables
+	names := tables.forType("t")
+	s := newNameSet(names)
+	want := map[string]bool{}
+	r := rand.New(rand.NewPCG(3, 4))
+	name := func() string { return fmt.Sprintf("outbound|80||h%d.ns", r.IntN(200)) }
+	for step := range 5000 {
+		switch op := r.IntN(10); {
+		case op < 2: // the server generates some names
+			var batch []string
+			for range r.IntN(10) + 1 {
+				batch = append(batch, name())
+			}
+			names.intern(batch, nil)
+		case op < 5: // a subscription, one name or a first batch
+			var batch []string
+			for range r.IntN(3) * r.IntN(12) {
+				batch = append(batch, name())
+			}
+			if len(batch) == 0 {
+				batch = []string{name()}
+			}
+			s.addMany(batch)
+			for _, n := range batch {
+				want[n] = true
+			}
+		case op < 7:
+			n := name()
+			if added := s.add(n); added == want[n] {
+				t.Fatalf("step %d: add(%s) = %v with %s held: %v", step, n, added, n, want[n])
+			}
+			want[n] = true
+		case op < 9:
+			n := name()
+			s.remove(n)
+			delete(want, n)
+		default:
+			n := name()
+			if s.Has(n) != want[n] {
+				t.Fatalf("step %d: Has(%s) = %v, want %v", step, n, s.Has(n), want[n])
+			}
+			if id, ok := names.lookup(n); ok && s.hasEntry(id, n) != want[n] {
+				t.Fatalf("step %d: hasEntry(%s) = %v, want %v", step, n, s.hasEntry(id, n), want[n])
+			}
+		}
+		if s.Len() != len(want) {
+			t.Fatalf("step %d: Len %d, want %d", step, s.Len(), len(want))
+		}
+		for i := 1; i < len(s.ids); i++ {
+			if s.ids[i-1] >= s.ids[i] {
+				t.Fatalf("step %d: ids not strictly sorted at %d: %v", step, i, s.ids)
+			}
+		}
+	}
+	got := map[string]bool{}
+	for n := range s.All() {
+		if got[n] {
+			t.Fatalf("All: %s twice", n)
+		}
+		got[n] = true
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("All = %v\nwant %v", got, want)
+	}
+}

@@ -350,7 +350,7 @@ func (c *Connection) watchesSecretsOf(namespaces map[string]bool) bool {
 	if ws == nil {
 		return false
 	}
-	for n := range ws.watched.ResourceNames {
+	for n := range ws.watched.All() {
 		ref, ok := strings.CutPrefix(n, "kubernetes://")
 		if !ok {
 			continue
@@ -375,7 +375,7 @@ func (c *Connection) watchesPluginsOf(namespaces map[string]bool) bool {
 	if ws == nil {
 		return false
 	}
-	for n := range ws.watched.ResourceNames {
+	for n := range ws.watched.All() {
 		ref, ok := strings.CutPrefix(n, model.WasmPluginResourcePrefix)
 		if !ok {
 			continue

@@ -34,8 +34,8 @@ func (Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.
 		return nil, nil
 	}
 	cache := push.XDSCache()
-	out := make(model.Resources, 0, len(w.ResourceNames))
-	for n := range w.ResourceNames {
+	out := make(model.Resources, 0, w.Len())
+	for n := range w.All() {
 		r, err := assignment(proxy, push, cache, n)
 		if err != nil {
 			return nil, fmt.Errorf("eds for %s: cluster %s: %w", proxy.ID, n, err)
@@ -52,7 +52,7 @@ func (Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext, w
 	}
 	cache := push.XDSCache()
 	var out model.Resources
-	for n := range w.ResourceNames {
+	for n := range w.All() {
 		if _, ok := hosts[model.ResourceHost(n)]; !ok {
 			continue
 		}

@@ -52,7 +52,7 @@ var _ model.Generator = Generator{}
 
 // Generate returns the requested secrets proxy may read, sorted by name.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
-	if w == nil || len(w.ResourceNames) == 0 {
+	if w == nil || w.Len() == 0 {
 		return nil, nil
 	}
 	log := g.Logger

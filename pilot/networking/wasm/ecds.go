@@ -72,7 +72,7 @@ var _ model.Generator = Generator{}
 // Generate returns the requested extension configs that apply to proxy,
 // sorted by name.
 func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, _ *model.PushRequest) (model.Resources, error) {
-	if w == nil || len(w.ResourceNames) == 0 {
+	if w == nil || w.Len() == 0 {
 		return nil, nil
 	}
 	log := g.Logger
