@@ -175,16 +175,17 @@ func TestADSCKeepsEDSAcrossPartialAnswers(t *testing.T) {
 	if err := c.WaitFor(ctx, holds(clusterA, clusterB)); err != nil {
 		t.Fatalf("initial EDS: %v (holds %v)", err, slices.Sorted(maps.Keys(c.Resources(model.EndpointType))))
 	}
-	edsBefore := value(t, h.metrics.Pushes.WithLabelValues("eds"))
+	// The server counts a response after Send returns, which may be after
+	// the client read it: wait for the counts.
+	eds := func() float64 { return value(t, h.metrics.Pushes.WithLabelValues("eds")) }
+	eventually(t, "one EDS response counted (a and b)", func() bool { return eds() == 1 })
 
 	h.reg.set(service("a", 80), service("b", 80), service("c", 80))
 	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonServiceUpdate, model.ConfigKey{Kind: model.KindService, Name: "c.default.svc.cluster.local", Namespace: "default"}))
 	if err := c.WaitFor(ctx, holds(clusterA, clusterB, clusterC)); err != nil {
 		t.Fatalf("after adding c: %v (holds %v)", err, slices.Sorted(maps.Keys(c.Resources(model.EndpointType))))
 	}
-	if got := value(t, h.metrics.Pushes.WithLabelValues("eds")) - edsBefore; got != 1 {
-		t.Errorf("%v EDS responses for the new service, want 1 (the answer about c)", got)
-	}
+	eventually(t, "one more EDS response counted, the answer about c", func() bool { return eds() == 2 })
 
 	h.reg.set(service("b", 80), service("c", 80))
 	h.s.ConfigUpdate(model.NewPushRequest(true, model.ReasonServiceUpdate, model.ConfigKey{Kind: model.KindService, Name: "a.default.svc.cluster.local", Namespace: "default"}))
