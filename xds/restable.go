@@ -3,8 +3,10 @@ package xds
 import (
 	"cmp"
 	"iter"
+	"math/bits"
 	"slices"
 	"sync"
+	"unique"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -100,14 +102,38 @@ func (t *nameTable) intern(names []string, out []uint32) []uint32 {
 
 // versionTable is what one stream holds of one type (Delta): the version
 // last sent per resource, absent (0) for a resource it was told does not
-// exist. Interned names are kept as sorted indexes into the type's
-// nameTable; other names (subscribed by the client and never generated, or
+// exist. Interned names are kept by index in chunks of 32 consecutive
+// indexes; other names (subscribed by the client and never generated, or
 // listed in its initial_resource_versions) in a map of their own.
+//
+// Chunks are values interned with package unique, so streams holding the
+// same resources at the same versions (every proxy with one view, once
+// converged) share one copy of each chunk: a stream keeps 16 bytes per
+// non-empty chunk, not 12 bytes per resource. A change copies the chunks it
+// touches. Measured at 5,000 proxies x 1,000 services, the per-resource
+// tables were 111 MB, half the live heap.
 type versionTable struct {
 	names *nameTable
-	ids   []uint32
-	vers  []uint64
+	// keys are the indexes (id/chunkSize) of the non-empty chunks, sorted;
+	// chunks[i] is chunk keys[i].
+	keys   []uint32
+	chunks []unique.Handle[versionChunk]
+	// held is the number of indexes the chunks hold.
+	held  int
 	other map[string]uint64
+}
+
+// chunkSize is the number of indexes per chunk: small enough that reading
+// a chunk (unique.Handle.Value copies it) is cheap, large enough that a
+// stream's list of chunks is small.
+const chunkSize = 32
+
+// versionChunk holds the versions of indexes chunkSize*key to
+// chunkSize*key+chunkSize-1: bit i of present says index chunkSize*key+i
+// is held, at version vers[i].
+type versionChunk struct {
+	present uint32
+	vers    [chunkSize]uint64
 }
 
 func newVersionTable(names *nameTable) *versionTable {
@@ -115,17 +141,22 @@ func newVersionTable(names *nameTable) *versionTable {
 }
 
 // len returns the number of resources the table knows of.
-func (v *versionTable) len() int { return len(v.ids) + len(v.other) }
+func (v *versionTable) len() int { return v.held + len(v.other) }
 
-func (v *versionTable) find(id uint32) (int, bool) {
-	return slices.BinarySearch(v.ids, id)
+// chunk returns a copy of the chunk holding id, if any.
+func (v *versionTable) chunk(id uint32) (versionChunk, bool) {
+	i, ok := slices.BinarySearch(v.keys, id/chunkSize)
+	if !ok {
+		return versionChunk{}, false
+	}
+	return v.chunks[i].Value(), true
 }
 
 // get returns the version recorded for name.
 func (v *versionTable) get(name string) (uint64, bool) {
 	if id, ok := v.names.lookup(name); ok {
-		if i, found := v.find(id); found {
-			return v.vers[i], true
+		if ver, held := v.getID(id); held {
+			return ver, true
 		}
 	}
 	ver, ok := v.other[name]
@@ -134,16 +165,17 @@ func (v *versionTable) get(name string) (uint64, bool) {
 
 // getID returns the version recorded for index id.
 func (v *versionTable) getID(id uint32) (uint64, bool) {
-	if i, found := v.find(id); found {
-		return v.vers[i], true
+	c, ok := v.chunk(id)
+	if !ok || c.present&(1<<(id%chunkSize)) == 0 {
+		return 0, false
 	}
-	return 0, false
+	return c.vers[id%chunkSize], true
 }
 
 // set records version ver for name.
 func (v *versionTable) set(name string, ver uint64) {
 	if id, ok := v.names.lookup(name); ok {
-		v.setID(id, ver)
+		v.setMany([]uint32{id}, []uint64{ver})
 		delete(v.other, name)
 		return
 	}
@@ -153,101 +185,98 @@ func (v *versionTable) set(name string, ver uint64) {
 	v.other[intern(name)] = ver
 }
 
-// setID records version ver for index id.
-func (v *versionTable) setID(id uint32, ver uint64) {
-	i, found := v.find(id)
-	if found {
-		v.vers[i] = ver
-		return
-	}
-	v.ids = slices.Insert(v.ids, i, id)
-	v.vers = slices.Insert(v.vers, i, ver)
-}
-
-// setMany records vers[k] for ids[k]; ids need not be sorted.
+// setMany records vers[k] for ids[k]; ids need not be sorted (a repeated
+// id keeps its last version).
 func (v *versionTable) setMany(ids []uint32, vers []uint64) {
-	var newIDs []uint32
-	var newVers []uint64
-	for k, id := range ids {
-		if i, found := v.find(id); found {
-			v.vers[i] = vers[k]
-			continue
-		}
-		if n := len(v.ids); n == 0 || id > v.ids[n-1] {
-			if len(newIDs) == 0 {
-				v.ids = append(v.ids, id)
-				v.vers = append(v.vers, vers[k])
-				continue
-			}
-		}
-		newIDs = append(newIDs, id)
-		newVers = append(newVers, vers[k])
-	}
-	if len(newIDs) == 0 {
+	if slices.IsSorted(ids) {
+		v.update(len(ids), func(k int) (uint32, uint64, bool) { return ids[k], vers[k], true })
 		return
 	}
-	// Merge the new pairs in: sort them, then merge from the back.
-	order := make([]int, len(newIDs))
+	// In index order, so each chunk is copied and interned once; a stable
+	// sort keeps a repeated id's last version last.
+	order := make([]int, len(ids))
 	for k := range order {
 		order[k] = k
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(newIDs[a], newIDs[b]) })
-	n, m := len(v.ids), len(newIDs)
-	v.ids = slices.Grow(v.ids, m)[:n+m]
-	v.vers = slices.Grow(v.vers, m)[:n+m]
-	i, j, w := n-1, m-1, n+m-1
-	for j >= 0 {
-		nid := newIDs[order[j]]
-		if i >= 0 && v.ids[i] > nid {
-			v.ids[w], v.vers[w] = v.ids[i], v.vers[i]
-			i--
-		} else {
-			// Duplicates within ids keep the last one given.
-			v.ids[w], v.vers[w] = nid, newVers[order[j]]
-			j--
-		}
-		w--
-	}
-	v.dedupe()
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ids[a], ids[b]) })
+	v.update(len(ids), func(k int) (uint32, uint64, bool) { return ids[order[k]], vers[order[k]], true })
 }
 
-// dedupe drops repeated indexes (setMany given the same id twice), keeping one.
-func (v *versionTable) dedupe() {
-	if len(v.ids) < 2 {
-		return
-	}
-	w := 1
-	for r := 1; r < len(v.ids); r++ {
-		if v.ids[r] == v.ids[w-1] {
-			v.vers[w-1] = v.vers[r]
-			continue
+// update applies n changes: change(k) gives an index, its version and
+// whether it is held (false: forgotten). Each touched chunk is copied once,
+// changed and interned again.
+func (v *versionTable) update(n int, change func(k int) (id uint32, ver uint64, held bool)) {
+	var cur versionChunk
+	curKey, have := uint32(0), false
+	flush := func() {
+		if !have {
+			return
 		}
-		v.ids[w], v.vers[w] = v.ids[r], v.vers[r]
-		w++
+		have = false
+		i, found := slices.BinarySearch(v.keys, curKey)
+		if found {
+			v.held -= bits.OnesCount32(v.chunks[i].Value().present)
+		}
+		v.held += bits.OnesCount32(cur.present)
+		switch {
+		case cur.present == 0 && found:
+			v.keys = slices.Delete(v.keys, i, i+1)
+			v.chunks = slices.Delete(v.chunks, i, i+1)
+		case cur.present == 0:
+		case found:
+			v.chunks[i] = unique.Make(cur)
+		default:
+			v.keys = slices.Insert(v.keys, i, curKey)
+			v.chunks = slices.Insert(v.chunks, i, unique.Make(cur))
+		}
 	}
-	v.ids, v.vers = v.ids[:w], v.vers[:w]
+	for k := range n {
+		id, ver, held := change(k)
+		if key := id / chunkSize; !have || key != curKey {
+			flush()
+			curKey, have = key, true
+			cur, _ = v.chunk(id)
+		}
+		bit := uint32(1) << (id % chunkSize)
+		if held {
+			cur.present |= bit
+			cur.vers[id%chunkSize] = ver
+		} else {
+			cur.present &^= bit
+			cur.vers[id%chunkSize] = 0
+		}
+	}
+	flush()
 }
 
 // del forgets name.
 func (v *versionTable) del(name string) {
 	if id, ok := v.names.lookup(name); ok {
-		if i, found := v.find(id); found {
-			v.ids = slices.Delete(v.ids, i, i+1)
-			v.vers = slices.Delete(v.vers, i, i+1)
+		if _, held := v.getID(id); held {
+			v.update(1, func(int) (uint32, uint64, bool) { return id, 0, false })
 		}
 	}
 	delete(v.other, name)
 }
 
+// eachID calls f for every interned resource held, with its index.
+func (v *versionTable) eachID(f func(id uint32, ver uint64)) {
+	for i, key := range v.keys {
+		c := v.chunks[i].Value()
+		for p := c.present; p != 0; p &= p - 1 {
+			b := uint32(bits.TrailingZeros32(p))
+			f(key*chunkSize+b, c.vers[b])
+		}
+	}
+}
+
 // each calls f for every known resource with its name; f must not change v.
 func (v *versionTable) each(f func(name string, ver uint64)) {
-	if len(v.ids) > 0 {
+	if v.held > 0 {
 		v.names.mu.RLock()
 		names := v.names.names
 		v.names.mu.RUnlock()
-		for i, id := range v.ids {
-			f(names[id], v.vers[i])
-		}
+		v.eachID(func(id uint32, ver uint64) { f(names[id], ver) })
 	}
 	for n, ver := range v.other {
 		f(n, ver)
@@ -295,11 +324,11 @@ func (ws *watchState) inScopeCounts(only, hosts map[string]struct{}) (held, sub 
 			}
 		}
 	case hosts == nil:
-		for _, v := range t.vers {
+		t.eachID(func(_ uint32, v uint64) {
 			if v != absent {
 				held++
 			}
-		}
+		})
 		for _, v := range t.other {
 			if v != absent {
 				held++

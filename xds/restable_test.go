@@ -3,6 +3,7 @@ package xds
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -57,9 +58,14 @@ func TestVersionTableMatchesMap(t *testing.T) {
 		if v.len() != len(want) {
 			t.Fatalf("step %d: len %d, want %d", step, v.len(), len(want))
 		}
-		for i := 1; i < len(v.ids); i++ {
-			if v.ids[i-1] >= v.ids[i] {
-				t.Fatalf("step %d: ids not strictly sorted at %d: %v", step, i, v.ids)
+		for i := 1; i < len(v.keys); i++ {
+			if v.keys[i-1] >= v.keys[i] {
+				t.Fatalf("step %d: chunk keys not strictly sorted at %d: %v", step, i, v.keys)
+			}
+		}
+		for i, h := range v.chunks {
+			if h.Value().present == 0 {
+				t.Fatalf("step %d: chunk %d is empty and kept", step, v.keys[i])
 			}
 		}
 	}
@@ -161,5 +167,42 @@ func TestNameSetMatchesMap(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("All = %v\nwant %v", got, want)
+	}
+}
+
+// TestVersionTablesShareChunks: streams holding the same resources at the
+// same versions share each chunk (one copy server-wide); one resource
+// changed on one stream unshares its chunk alone.
+func TestVersionTablesShareChunks(t *testing.T) {
+	var tables nameTables
+	names := tables.forType("t")
+	var batch []string
+	var vers []uint64
+	for i := range 100 {
+		batch = append(batch, fmt.Sprintf("outbound|80||h%d.ns", i))
+		vers = append(vers, uint64(i+1))
+	}
+	ids := names.intern(batch, nil)
+	a, b := newVersionTable(names), newVersionTable(names)
+	a.setMany(ids, vers)
+	b.setMany(ids, vers)
+	if len(a.chunks) != (100+chunkSize-1)/chunkSize || !slices.Equal(a.chunks, b.chunks) {
+		t.Fatalf("equal tables do not share chunks: %d and %d chunks", len(a.chunks), len(b.chunks))
+	}
+	b.setMany(ids[:1], []uint64{999})
+	same := 0
+	for i := range a.chunks {
+		if a.chunks[i] == b.chunks[i] {
+			same++
+		}
+	}
+	if same != len(a.chunks)-1 {
+		t.Fatalf("after one change %d of %d chunks shared, want all but one", same, len(a.chunks))
+	}
+	if v, _ := b.getID(ids[0]); v != 999 {
+		t.Fatalf("changed version %d", v)
+	}
+	if v, _ := a.getID(ids[0]); v != 1 {
+		t.Fatalf("the other stream's version changed to %d", v)
 	}
 }
