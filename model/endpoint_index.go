@@ -16,13 +16,16 @@ type EndpointIndex struct {
 	shards map[string]map[string][]*Endpoint
 	// merged[hostname] caches the sorted union across shards.
 	merged map[string][]*Endpoint
+	// hostsAt[address] are the hostnames with a merged endpoint at
+	// address, so ByAddress need not scan every host.
+	hostsAt map[string]map[string]struct{}
 	// version increments with every change.
 	version uint64
 }
 
 // NewEndpointIndex returns an empty index.
 func NewEndpointIndex() *EndpointIndex {
-	return &EndpointIndex{shards: map[string]map[string][]*Endpoint{}, merged: map[string][]*Endpoint{}}
+	return &EndpointIndex{shards: map[string]map[string][]*Endpoint{}, merged: map[string][]*Endpoint{}, hostsAt: map[string]map[string]struct{}{}}
 }
 
 // Update replaces the endpoints shard reports for hostname and says whether
@@ -77,6 +80,12 @@ func (x *EndpointIndex) DeleteShard(shard string) []string {
 }
 
 func (x *EndpointIndex) remerge(hostname string) {
+	old := x.merged[hostname]
+	x.merge(hostname)
+	x.reindexAddresses(hostname, old, x.merged[hostname])
+}
+
+func (x *EndpointIndex) merge(hostname string) {
 	byShard := x.shards[hostname]
 	if len(byShard) == 0 {
 		delete(x.merged, hostname)
@@ -96,6 +105,34 @@ func (x *EndpointIndex) remerge(hostname string) {
 	x.merged[hostname] = all
 }
 
+// reindexAddresses moves hostname in hostsAt from the addresses of old to
+// those of eps.
+func (x *EndpointIndex) reindexAddresses(hostname string, old, eps []*Endpoint) {
+	kept := make(map[string]struct{}, len(eps))
+	for _, e := range eps {
+		kept[e.Address] = struct{}{}
+	}
+	for _, e := range old {
+		if _, ok := kept[e.Address]; ok {
+			continue
+		}
+		if hosts := x.hostsAt[e.Address]; hosts != nil {
+			delete(hosts, hostname)
+			if len(hosts) == 0 {
+				delete(x.hostsAt, e.Address)
+			}
+		}
+	}
+	for _, e := range eps {
+		hosts := x.hostsAt[e.Address]
+		if hosts == nil {
+			hosts = map[string]struct{}{}
+			x.hostsAt[e.Address] = hosts
+		}
+		hosts[hostname] = struct{}{}
+	}
+}
+
 // Endpoints returns the endpoints of hostname, sorted by address and port.
 func (x *EndpointIndex) Endpoints(hostname string) []*Endpoint {
 	x.mu.RLock()
@@ -108,8 +145,8 @@ func (x *EndpointIndex) ByAddress(ip string) map[string][]*Endpoint {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := map[string][]*Endpoint{}
-	for host, eps := range x.merged {
-		for _, e := range eps {
+	for host := range x.hostsAt[ip] {
+		for _, e := range x.merged[host] {
 			if e.Address == ip {
 				out[host] = append(out[host], e)
 			}

@@ -140,13 +140,18 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		pc.secrets = env.Secrets.SecretSnapshot()
 	}
 	reuse := prev != nil && req != nil && !(req.Full && len(req.ConfigsUpdated) == 0) && !req.Updated(KindMeshConfig)
+	// patched are the hostnames whose services were patched into prev's
+	// (empty: prev's services are kept; nil: rebuilt).
+	var patched map[string]struct{}
 	switch {
 	case reuse && !req.Updated(KindService) && !req.Updated(KindServiceEntry) && !req.Updated(KindWorkloadEntry):
 		pc.services, pc.servicesByHost = prev.services, prev.servicesByHost
 		pc.autoVIPs = prev.autoVIPs
+		patched = map[string]struct{}{}
 	case reuse:
 		if changed, few := changedHostnames(req); few {
 			pc.patchServices(env, prev, changed)
+			patched = changed
 		} else {
 			pc.initServices(env)
 		}
@@ -175,6 +180,11 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	}
 	if reuse && !req.Updated(KindSidecar) {
 		pc.sidecars, pc.sidecarsByNS = prev.sidecars, prev.sidecarsByNS
+		if patched != nil && prev.scopes != nil {
+			// Same Sidecars and at most a few changed services: prev's
+			// scopes patched, rather than each recomputed from every service.
+			pc.scopes = prev.scopes.derive(pc, patched)
+		}
 	} else {
 		pc.sidecars = env.ConfigStore.List(KindSidecar)
 		pc.sidecarsByNS = sidecarIndex(pc.sidecars)

@@ -33,16 +33,7 @@ func changedHostnames(req *PushRequest) (map[string]struct{}, bool) {
 // or removing only the changed hostnames (copy on write: prev is not
 // changed). It gives the same result as initServices.
 func (pc *PushContext) patchServices(env *Environment, prev *PushContext, changed map[string]struct{}) {
-	current := make(map[string]*Service, len(changed))
-	for _, s := range env.ServiceDiscovery.Services() {
-		if _, ok := changed[s.Hostname]; !ok {
-			continue
-		}
-		// The first registry to define a hostname wins (Kubernetes before ServiceEntry).
-		if _, dup := current[s.Hostname]; !dup {
-			current[s.Hostname] = s
-		}
-	}
+	current := currentServices(env.ServiceDiscovery, changed)
 	byHost := maps.Clone(prev.servicesByHost)
 	list := slices.Clone(prev.services)
 	for h := range changed {
@@ -61,4 +52,28 @@ func (pc *PushContext) patchServices(env *Environment, prev *PushContext, change
 		}
 	}
 	pc.services, pc.servicesByHost = list, byHost
+}
+
+// currentServices returns the services sd defines for hostnames: by
+// lookup when sd can, else from its list.
+func currentServices(sd ServiceDiscovery, hostnames map[string]struct{}) map[string]*Service {
+	current := make(map[string]*Service, len(hostnames))
+	if lookup, ok := sd.(ServiceLookup); ok {
+		for h := range hostnames {
+			if s := lookup.Service(h); s != nil {
+				current[h] = s
+			}
+		}
+		return current
+	}
+	for _, s := range sd.Services() {
+		if _, ok := hostnames[s.Hostname]; !ok {
+			continue
+		}
+		// The first registry to define a hostname wins (Kubernetes before ServiceEntry).
+		if _, dup := current[s.Hostname]; !dup {
+			current[s.Hostname] = s
+		}
+	}
+	return current
 }

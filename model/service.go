@@ -178,6 +178,14 @@ type ServiceDiscovery interface {
 	Services() []*Service
 }
 
+// ServiceLookup is implemented by a ServiceDiscovery that can find one
+// service by hostname without listing every service.
+type ServiceLookup interface {
+	// Service returns the service of hostname (the one Services would
+	// list), or nil.
+	Service(hostname string) *Service
+}
+
 // ResolveShortname expands a host of a config in namespace ns to an FQDN the
 // way Istio does: a name without dots gets ".NS.svc.DOMAIN"; "*", IPs and
 // names with dots are kept.

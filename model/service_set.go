@@ -1,7 +1,10 @@
 package model
 
 import (
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -45,4 +48,52 @@ func (s *ServiceSet) Service(hostname string) *Service {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.byHost[hostname]
+}
+
+// patchSortLimit is the most changes Patch inserts one by one.
+const patchSortLimit = 64
+
+// Patch replaces, adds or (for a nil value) removes the services of the
+// given hostnames, leaving the others as they are. Earlier snapshots are
+// not changed: the new content is a copy, made in O(services) without a
+// sort. Writers must not call Set and Patch concurrently.
+func (s *ServiceSet) Patch(changed map[string]*Service) {
+	if len(changed) == 0 {
+		return
+	}
+	s.mu.RLock()
+	byHost, sorted := maps.Clone(s.byHost), slices.Clone(s.sorted)
+	s.mu.RUnlock()
+	if byHost == nil {
+		byHost = map[string]*Service{}
+	}
+	if len(changed) > patchSortLimit {
+		// Many changes: one sort beats many inserts.
+		for h, svc := range changed {
+			if svc != nil {
+				byHost[h] = svc
+			} else {
+				delete(byHost, h)
+			}
+		}
+		s.Set(byHost)
+		return
+	}
+	for h, svc := range changed {
+		i, found := sort.Find(len(sorted), func(i int) int { return strings.Compare(h, sorted[i].Hostname) })
+		switch {
+		case svc != nil && found:
+			sorted[i] = svc
+			byHost[h] = svc
+		case svc != nil:
+			sorted = slices.Insert(sorted, i, svc)
+			byHost[h] = svc
+		case found:
+			sorted = slices.Delete(sorted, i, i+1)
+			delete(byHost, h)
+		}
+	}
+	s.mu.Lock()
+	s.byHost, s.sorted = byHost, slices.Clip(sorted)
+	s.mu.Unlock()
 }

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"slices"
 	"time"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -23,10 +24,19 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 
 	changedConfigs := s.store.Replace(snap.Configs)
 	kubeChanges := s.kubeReg.Replace(snap.Kube)
-	s.seReg.SetPods(s.podSource(snap.Kube))
+	// The loader keeps the objects of unchanged documents, so equal
+	// pointers mean the same Pods and Nodes.
+	podsSame := s.filePodsRead && slices.Equal(s.filePods, snap.Kube.Pods) && slices.Equal(s.fileNodes, snap.Kube.Nodes)
+	s.filePods, s.fileNodes, s.filePodsRead = snap.Kube.Pods, snap.Kube.Nodes, true
 	var seChanges model.RegistryChanges
-	if touchesServiceEntries(changedConfigs) || s.seReg.SelectsPods() {
-		seChanges = s.seReg.Recompute()
+	switch {
+	case !podsSame:
+		s.seReg.SetPods(s.podSource(snap.Kube))
+		if touchesServiceEntries(changedConfigs) || s.seReg.SelectsPods() {
+			seChanges = s.seReg.Recompute()
+		}
+	case touchesServiceEntries(changedConfigs):
+		seChanges = s.seReg.Update(changedConfigs)
 	}
 	req := pushRequestFor(changedConfigs, kubeChanges, seChanges)
 	s.applySecrets(snap.Secrets, push)
@@ -55,14 +65,24 @@ func touchesServiceEntries(keys []model.ConfigKey) bool {
 }
 
 // pushRequestFor turns what changed into one request, or nil for no change.
+// A WorkloadEntry key alone does not make the push full: the registry's
+// changes of the services it feeds say what it changed (an endpoint-only
+// change of a selecting ServiceEntry is an EDS push, as in Istio), and it
+// is kept only in a full request (an EDS-only one reaches, for a key not
+// of endpoints, every proxy).
 func pushRequestFor(configs []model.ConfigKey, changes ...model.RegistryChanges) *model.PushRequest {
 	keys := map[model.ConfigKey]struct{}{}
 	full := false
 	reasons := map[model.TriggerReason]int{}
+	workloads := 0
 	for _, k := range configs {
+		reasons[model.ReasonConfigUpdate]++
+		if k.Kind == model.KindWorkloadEntry {
+			workloads++
+			continue
+		}
 		keys[k] = struct{}{}
 		full = true
-		reasons[model.ReasonConfigUpdate]++
 	}
 	for _, c := range changes {
 		for _, k := range c.Services {
@@ -75,8 +95,18 @@ func pushRequestFor(configs []model.ConfigKey, changes ...model.RegistryChanges)
 			reasons[model.ReasonEndpointUpdate]++
 		}
 	}
+	if full && workloads > 0 {
+		for _, k := range configs {
+			if k.Kind == model.KindWorkloadEntry {
+				keys[k] = struct{}{}
+			}
+		}
+	}
 	if len(keys) == 0 {
 		return nil
+	}
+	if !full {
+		delete(reasons, model.ReasonConfigUpdate)
 	}
 	return &model.PushRequest{Full: full, ConfigsUpdated: keys, Reason: reasons}
 }

@@ -198,15 +198,15 @@ func (k *kubeSources) onRegistryChange(ch model.RegistryChanges) {
 	}
 }
 
-// onConfigChange pushes Istio objects that changed, recomputing the
-// ServiceEntry registry when they include ServiceEntries or WorkloadEntries.
+// onConfigChange pushes Istio objects that changed, updating the
+// ServiceEntry registry for the ServiceEntries and WorkloadEntries among them.
 func (k *kubeSources) onConfigChange(keys []model.ConfigKey) {
 	s := k.server
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	var se model.RegistryChanges
 	if touchesServiceEntries(keys) {
-		se = s.seReg.Recompute()
+		se = s.seReg.Update(keys)
 	}
 	if req := pushRequestFor(keys, se); req != nil {
 		s.log.Info("kubernetes config changed", "keys", len(req.ConfigsUpdated))

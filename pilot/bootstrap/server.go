@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
@@ -64,7 +65,13 @@ type Server struct {
 
 	// applyMu serialises snapshot application (initial load and watcher).
 	applyMu sync.Mutex
-	wg      sync.WaitGroup
+	// filePods are the Pods and Nodes of the last snapshot applied (guarded
+	// by applyMu): when a new one has the same, only the ServiceEntries
+	// and WorkloadEntries that changed are recomputed.
+	filePods     []*corev1.Pod
+	fileNodes    []*corev1.Node
+	filePodsRead bool
+	wg           sync.WaitGroup
 }
 
 // NewServer builds a server from opts. Nothing listens until Start.

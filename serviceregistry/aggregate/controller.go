@@ -3,11 +3,15 @@ package aggregate
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/meshpilot/meshpilot/model"
 )
 
-var _ model.ServiceDiscovery = (*Controller)(nil)
+var (
+	_ model.ServiceDiscovery = (*Controller)(nil)
+	_ model.ServiceLookup    = (*Controller)(nil)
+)
 
 // Controller is a model.ServiceDiscovery over an ordered list of registries.
 // It holds no state of its own, so it is as safe for concurrent use as the
@@ -38,4 +42,22 @@ func (c *Controller) Services() []*model.Service {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Hostname < out[j].Hostname })
 	return out
+}
+
+// Service returns the service of hostname from the first registry that
+// defines it, or nil, without merging the registries' lists.
+func (c *Controller) Service(hostname string) *model.Service {
+	for _, r := range c.registries {
+		if l, ok := r.(model.ServiceLookup); ok {
+			if s := l.Service(hostname); s != nil {
+				return s
+			}
+			continue
+		}
+		list := r.Services()
+		if i, found := sort.Find(len(list), func(i int) int { return strings.Compare(hostname, list[i].Hostname) }); found {
+			return list[i]
+		}
+	}
+	return nil
 }

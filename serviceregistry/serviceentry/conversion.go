@@ -85,25 +85,36 @@ func Endpoints(cfg *model.Config, svc *model.Service, workloadEntries []model.Co
 	if !ok || se == nil {
 		return nil
 	}
-	var out []*model.Endpoint
-	for _, we := range se.GetEndpoints() {
-		out = append(out, workloadEndpoints(se, we, cfg.Namespace, "")...)
-	}
+	var selected []*model.Config
 	if sel := se.GetWorkloadSelector(); sel != nil {
 		for i := range workloadEntries {
 			wc := &workloadEntries[i]
 			we, ok := wc.Spec.(*networking.WorkloadEntry)
-			if !ok || we == nil || wc.Namespace != cfg.Namespace || !selects(sel.GetLabels(), we.GetLabels()) {
-				continue
+			if ok && we != nil && wc.Namespace == cfg.Namespace && selects(sel.GetLabels(), we.GetLabels()) {
+				selected = append(selected, wc)
 			}
-			out = append(out, workloadEndpoints(se, we, wc.Namespace, wc.Name)...)
+		}
+	}
+	return entryEndpoints(cfg, se, svc.Hostname, selected)
+}
+
+// entryEndpoints is Endpoints for ServiceEntry se of cfg, host one of its
+// hosts, and selected the WorkloadEntries its workloadSelector selects.
+func entryEndpoints(cfg *model.Config, se *networking.ServiceEntry, host string, selected []*model.Config) []*model.Endpoint {
+	var out []*model.Endpoint
+	for _, we := range se.GetEndpoints() {
+		out = append(out, workloadEndpoints(se, we, cfg.Namespace, "")...)
+	}
+	if se.GetWorkloadSelector() != nil {
+		for _, wc := range selected {
+			out = append(out, workloadEndpoints(se, wc.Spec.(*networking.WorkloadEntry), wc.Namespace, wc.Name)...)
 		}
 	}
 	dns := se.GetResolution() == networking.ServiceEntry_DNS || se.GetResolution() == networking.ServiceEntry_DNS_ROUND_ROBIN
-	if dns && len(se.GetEndpoints()) == 0 && se.GetWorkloadSelector() == nil && !strings.HasPrefix(svc.Hostname, "*") {
+	if dns && len(se.GetEndpoints()) == 0 && se.GetWorkloadSelector() == nil && !strings.HasPrefix(host, "*") {
 		for _, p := range se.GetPorts() {
 			out = append(out, &model.Endpoint{
-				Address:         svc.Hostname,
+				Address:         host,
 				Port:            targetPort(p, nil),
 				ServicePortName: p.GetName(),
 				Healthy:         true,

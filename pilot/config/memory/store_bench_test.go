@@ -1,0 +1,36 @@
+package memory
+
+import (
+	"fmt"
+	"testing"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// BenchmarkReplaceOneChange measures Replace of 30k ServiceEntries and
+// 30k WorkloadEntries of which one ServiceEntry is new each time (a file
+// source's reload after one change).
+func BenchmarkReplaceOneChange(b *testing.B) {
+	const n = 30000
+	base := make([]model.Config, 0, 2*n+1)
+	for i := range n {
+		ns := fmt.Sprintf("ns-%d", i%100)
+		base = append(base,
+			model.Config{Meta: model.Meta{Kind: model.KindServiceEntry, Namespace: ns, Name: fmt.Sprintf("svc-%d", i)},
+				Spec: &networking.ServiceEntry{Hosts: []string{fmt.Sprintf("svc-%d.example.com", i)}}},
+			model.Config{Meta: model.Meta{Kind: model.KindWorkloadEntry, Namespace: ns, Name: fmt.Sprintf("svc-%d", i)},
+				Spec: &networking.WorkloadEntry{Address: "10.0.0.1"}})
+	}
+	s := New()
+	s.Replace(base)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		marker := model.Config{Meta: model.Meta{Kind: model.KindServiceEntry, Namespace: "load-markers", Name: fmt.Sprintf("marker-%d", i)},
+			Spec: &networking.ServiceEntry{Hosts: []string{fmt.Sprintf("marker-%d.example.com", i)}}}
+		if changed := s.Replace(append(base[:len(base):len(base)], marker)); len(changed) == 0 {
+			b.Fatal("no change")
+		}
+	}
+}
