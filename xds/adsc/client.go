@@ -40,6 +40,9 @@ type Config struct {
 	// them for SotW, the added or updated ones for Delta) and size its bytes
 	// on the wire. It lets load tools time changes without polling.
 	OnResponse func(typeURL string, names []string, size int)
+	// Shared, when set, is shared with the process's other clients: one
+	// copy of each distinct resource, its references decoded once.
+	Shared *Shared
 }
 
 // Client is one simulated proxy on one ADS stream.
@@ -107,8 +110,14 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 		c.refs[typeURL] = map[string]map[string][]string{}
 	}
 	for n, r := range add {
+		var refs map[string][]string
+		if c.cfg.Shared != nil {
+			r, refs = c.cfg.Shared.resource(typeURL, n, r)
+		} else {
+			refs = referencedNames(typeURL, n, r)
+		}
 		c.resources[typeURL][n] = r
-		c.refs[typeURL][n] = referencedNames(typeURL, n, r)
+		c.refs[typeURL][n] = refs
 	}
 	for _, n := range removed {
 		delete(c.resources[typeURL], n)
