@@ -107,6 +107,52 @@ func (g paddedLDS) Generate(*model.Proxy, *model.PushContext, *model.WatchedReso
 	return g.res, nil
 }
 
+// stormClients opens n Delta adsc proxies at once over conns gRPC
+// connections (CDS, LDS, then EDS, as Envoy asks), waits until every one has
+// its full config, and fails if any stream ended on the way.
+func stormClients(t *testing.T, h *harness, n, conns int) {
+	t.Helper()
+	var ccs []*grpc.ClientConn
+	for range conns {
+		cc, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		ccs = append(ccs, cc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	clients := make([]*adsc.Client, n)
+	ended := make(chan error, n)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for i := range clients {
+		clients[i] = adsc.New(adsc.Config{Node: testNode(fmt.Sprintf("storm-%d", i), nil), Delta: true,
+			Types: []string{model.ClusterType, model.EndpointType, model.ListenerType}})
+		wg.Go(func() {
+			<-gate
+			if err := clients[i].Run(ctx, ccs[i%conns]); err != nil {
+				ended <- fmt.Errorf("proxy %d: %w", i, err)
+			}
+		})
+	}
+	close(gate)
+	// A guard, not a measure: hundreds of 130 KiB configs under -race on a busy machine.
+	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
+	defer stop()
+	for i, c := range clients {
+		if err := c.WaitFor(wait, (*adsc.Client).Complete); err != nil {
+			t.Fatalf("proxy %d has no full config: %v (streams ended: %d)", i, err, len(ended))
+		}
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("a stream ended during the storm: %v", err)
+	default:
+	}
+}
+
 // Issue 17's connection storm, scaled down: 400 Delta proxies open their
 // streams at once, each asking for CDS and LDS together (as Envoy does),
 // then EDS, against a server whose in-flight budget holds a handful of
@@ -129,47 +175,7 @@ func TestConnectionStormStaysWithinBudget(t *testing.T) {
 		o.ackWait = time.Hour
 	}, []grpc.ServerOption{grpc.StreamInterceptor(meter.intercept)}, withPaddedCDS(pad), withPaddedLDS(pad))
 
-	var ccs []*grpc.ClientConn
-	for range conns {
-		cc, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cc.Close() })
-		ccs = append(ccs, cc)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	clients := make([]*adsc.Client, streams)
-	ended := make(chan error, streams)
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range clients {
-		clients[i] = adsc.New(adsc.Config{Node: testNode(fmt.Sprintf("storm-%d", i), nil), Delta: true,
-			Types: []string{model.ClusterType, model.EndpointType, model.ListenerType}})
-		wg.Go(func() {
-			<-gate
-			if err := clients[i].Run(ctx, ccs[i%conns]); err != nil {
-				ended <- fmt.Errorf("proxy %d: %w", i, err)
-			}
-		})
-	}
-	close(gate)
-	defer func() { cancel(); wg.Wait() }()
-
-	// A guard, not a measure: 400 × 130 KiB under -race on a busy machine.
-	wait, stop := context.WithTimeout(ctx, 2*time.Minute)
-	defer stop()
-	for i, c := range clients {
-		if err := c.WaitFor(wait, (*adsc.Client).Complete); err != nil {
-			t.Fatalf("proxy %d has no full config: %v (streams ended: %d)", i, err, len(ended))
-		}
-	}
-	select {
-	case err := <-ended:
-		t.Fatalf("a stream ended during the storm: %v", err)
-	default:
-	}
+	stormClients(t, h, streams, conns)
 	if got := value(t, h.metrics.WriteTimeouts); got != 0 {
 		t.Errorf("pilot_xds_write_timeout = %v, want 0", got)
 	}
@@ -184,5 +190,34 @@ func TestConnectionStormStaysWithinBudget(t *testing.T) {
 	}
 	if got := h.s.flow.Peak(); got > bound {
 		t.Errorf("%d bytes reserved at the peak, over the bound of %d", got, bound)
+	}
+}
+
+// Stuck clients in the storm: 20 streams that ask for CDS and never read
+// nor answer connect first and hold what they can of the probation pool;
+// their reservations expire (ackWait) and the storm's 200 proxies all get
+// their config without any stream being ended, the stuck ones included
+// (the send timeout is out of reach).
+func TestConnectionStormWithStuckClients(t *testing.T) {
+	const stuck = 20
+	h := newHarnessWith(t, true, func(o *Options) {
+		o.MaxInflightBytes = 512 << 10
+		o.ackWait = 200 * time.Millisecond
+		o.SendTimeout = time.Hour
+	}, withPaddedCDS(64<<10), withPaddedLDS(64<<10))
+	h.openStuck(stuck)
+	eventually(t, "stuck streams connected", func() bool { return len(h.s.connections()) == stuck })
+	stormClients(t, h, 200, 4)
+	stuckLeft := 0
+	for _, c := range h.s.connections() {
+		if strings.HasPrefix(c.proxy.PodName, "stuck-") {
+			stuckLeft++
+		}
+	}
+	if stuckLeft != stuck {
+		t.Errorf("%d stuck streams left after the storm, want %d (none ended)", stuckLeft, stuck)
+	}
+	if got := value(t, h.metrics.WriteTimeouts); got != 0 {
+		t.Errorf("pilot_xds_write_timeout = %v, want 0", got)
 	}
 }
