@@ -327,7 +327,7 @@ func newNonce() string { return rand.Text() }
 
 // recordNACK stores a rejection and counts it; mu must not be held.
 func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
-	c.answeredFlow(nonce)
+	c.answeredFlow(typeURL, nonce)
 	c.answered(ws)
 	c.mu.Lock()
 	// Kept for syncz, cut: a client's error_detail may be megabytes.
@@ -342,7 +342,7 @@ func (c *Connection) recordNACK(ws *watchState, typeURL, nonce, msg string) {
 
 // recordACK stores an acceptance; mu must not be held.
 func (c *Connection) recordACK(ws *watchState, nonce, version string) {
-	c.answeredFlow(nonce)
+	c.answeredFlow(ws.watched.TypeURL, nonce)
 	c.answered(ws)
 	c.mu.Lock()
 	ws.ackedNonce, ws.ackedVersion, ws.ackedAt = nonce, version, time.Now()
@@ -360,7 +360,6 @@ func (c *Connection) recordStale(typeURL, nonce string) {
 
 // recordSent updates the state and metrics after a response was sent.
 func (c *Connection) recordSent(ws *watchState, typeURL, nonce, version string, seq uint64, size int, start, sendStart time.Time) {
-	c.sentFlow(nonce)
 	now := time.Now()
 	c.mu.Lock()
 	first := ws.nonceSent == ""

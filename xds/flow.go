@@ -11,25 +11,34 @@ import (
 
 // Flow control: a response is "in flight" from its Send until the client
 // ACKs or NACKs its nonce. gRPC's Send returns as soon as the message is
-// queued, so without a bound a burst (500 new streams, or a full push to
-// every proxy) queues one whole response per stream in server memory while
-// slow readers catch up. The server keeps at most Options.MaxInflightBytes of
-// responses in flight; a connection holds at most one reservation (it gives
-// it back before sending again, so no connection waits while holding one),
-// and a reservation comes back by itself after ackWait for clients that
-// never answer. Istio's PILOT_ENABLE_FLOW_CONTROL applied the idea per proxy.
+// queued, so without a bound a burst (5,000 new streams, or a full push to
+// every proxy) queues whole responses per stream in server memory while
+// slow readers catch up. Every response therefore reserves its size from a
+// byte budget before it is sent and holds it until the client answers its
+// nonce, a newer response of the same type replaces it, ackWait passes
+// (a client that never answers), or the stream ends. Admission is by cost:
+// a storm of new streams gets its config as fast as the clients read it,
+// never more than the budget at a time, whatever the number of streams.
+// Istio's PILOT_ENABLE_FLOW_CONTROL applied the idea per proxy.
+//
+// A connection may hold one reservation per type while it waits for the
+// next (CDS unanswered while LDS waits): that cannot deadlock, because
+// answers are taken off the stream by its receiving goroutine
+// (serveStream), which never waits for budget, and reservations expire.
+//
 // A response whose resources are a body shared with other streams
 // (shared_encoding.go) still reserves its whole size: measured, letting
 // such responses through at once interleaves every stream's bytes on the
-// connections and every proxy completes late (initial p50 2.2 s → 5.0 s at
+// connections and every proxy completes late (initial p50 2.2 s -> 5.0 s at
 // 500 proxies), where the budget finishes them a few at a time.
 //
 // A client that never reads nor answers must not be able to fill the budget
 // that answering clients wait on. So the budget has two pools: connections
-// that have answered their last response draw on the main pool; new
-// connections, and ones whose last reservation expired unanswered, draw on a
-// probation pool of half the size. A proxy that keeps answering is never
-// delayed by bytes held for ones that do not.
+// that have answered their last response draw on the main pool
+// (Options.MaxInflightBytes); new connections, and ones whose last
+// reservation expired unanswered, draw on a probation pool of half the
+// size. A proxy that keeps answering is never delayed by bytes held for
+// ones that do not. At most 1.5 × MaxInflightBytes are reserved at once.
 
 const (
 	// inflightBudget is the default of Options.MaxInflightBytes.
@@ -43,14 +52,36 @@ type flowPools struct {
 	max       int64
 	answered  *semaphore.Weighted
 	probation *semaphore.Weighted
+	// ackWait is how long a reservation lasts unanswered (Options.ackWait).
+	ackWait time.Duration
+	// held is the bytes reserved now from both pools, peak the most ever.
+	held, peak atomic.Int64
 }
 
-func newFlowPools(max int64) flowPools {
-	return flowPools{max: max, answered: semaphore.NewWeighted(max), probation: semaphore.NewWeighted(max / 2)}
+func newFlowPools(max int64, wait time.Duration) *flowPools {
+	if wait <= 0 {
+		wait = ackWait
+	}
+	return &flowPools{max: max, answered: semaphore.NewWeighted(max), probation: semaphore.NewWeighted(max / 2), ackWait: wait}
 }
+
+// take records n more bytes reserved.
+func (p *flowPools) take(n int64) {
+	h := p.held.Add(n)
+	for {
+		old := p.peak.Load()
+		if h <= old || p.peak.CompareAndSwap(old, h) {
+			return
+		}
+	}
+}
+
+// Peak returns the most bytes ever reserved at once.
+func (p *flowPools) Peak() int64 { return p.peak.Load() }
 
 // flowReservation is one in-flight response's share of the budget.
 type flowReservation struct {
+	nonce string
 	once  sync.Once
 	timer *time.Timer
 	free  func()
@@ -58,32 +89,40 @@ type flowReservation struct {
 
 func (r *flowReservation) give() { r.once.Do(r.free) }
 
-// flowState is a connection's flow-control state; only its stream goroutine
-// touches it, but for expired, set by the reservation's timer.
+// flowState is a connection's flow-control state. The stream goroutine
+// reserves; the receiving goroutine and the reservations' timers give back,
+// so it has its own lock.
 type flowState struct {
-	// res is the in-flight reservation of the last response sent, and nonce
-	// its nonce.
-	res   *flowReservation
-	nonce string
-	// answering says the connection answered its last reservation's
-	// response; it then draws on the main pool.
+	mu sync.Mutex
+	// res are the reservations of the responses in flight, by type URL.
+	res map[string]*flowReservation
+	// answering says the connection answered its last response in time; it
+	// then draws on the main pool.
 	answering bool
 	// expired is set when a reservation came back unanswered.
-	expired atomic.Bool
+	expired bool
 }
 
-// awaitFlow reserves size bytes for c's next response, giving back what c
-// holds first. It returns false when the stream (ctx) or the server stops.
-// Only c's stream goroutine calls it.
-func (c *Connection) awaitFlow(ctx context.Context, size int) bool {
-	c.releaseFlow()
-	if c.flow.expired.Swap(false) {
-		c.flow.answering = false
+// awaitFlow reserves size bytes for c's next response of typeURL, whose
+// nonce is nonce, giving back what the previous response of that type
+// holds. It returns false when the stream (ctx) or the server stops. Only
+// c's stream goroutine calls it.
+func (c *Connection) awaitFlow(ctx context.Context, typeURL, nonce string, size int) bool {
+	pools := c.s.flow
+	c.flow.mu.Lock()
+	if r := c.flow.res[typeURL]; r != nil {
+		delete(c.flow.res, typeURL)
+		r.timer.Stop()
+		r.give()
 	}
-	pool, limit := c.s.flow.probation, c.s.flow.max/2
+	if c.flow.expired {
+		c.flow.answering, c.flow.expired = false, false
+	}
+	pool, limit := pools.probation, pools.max/2
 	if c.flow.answering {
-		pool, limit = c.s.flow.answered, c.s.flow.max
+		pool, limit = pools.answered, pools.max
 	}
+	c.flow.mu.Unlock()
 	n := min(max(int64(size), 1), limit)
 	if !pool.TryAcquire(n) {
 		wait, cancel := context.WithCancel(ctx)
@@ -95,31 +134,70 @@ func (c *Connection) awaitFlow(ctx context.Context, size int) bool {
 			return false
 		}
 	}
-	r := &flowReservation{free: func() { pool.Release(n) }}
-	r.timer = time.AfterFunc(ackWait, func() {
-		c.flow.expired.Store(true)
+	pools.take(n)
+	r := &flowReservation{nonce: nonce, free: func() {
+		pools.held.Add(-n)
+		pool.Release(n)
+	}}
+	c.flow.mu.Lock()
+	if c.flow.res == nil {
+		c.flow.res = map[string]*flowReservation{}
+	}
+	c.flow.res[typeURL] = r
+	r.timer = time.AfterFunc(pools.ackWait, func() {
+		c.flow.mu.Lock()
+		if c.flow.res[typeURL] == r {
+			delete(c.flow.res, typeURL)
+			c.flow.expired = true
+		}
+		c.flow.mu.Unlock()
 		r.give()
 	})
-	c.flow.res = r
+	c.flow.mu.Unlock()
 	return true
 }
 
-// sentFlow ties c's reservation to the nonce just sent.
-func (c *Connection) sentFlow(nonce string) { c.flow.nonce = nonce }
+// answeredFlow gives back c's reservation for typeURL when nonce answers
+// it. Any goroutine may call it; it is called for every request as it is
+// received, so that a stream goroutine waiting for budget gets its own
+// bytes back.
+func (c *Connection) answeredFlow(typeURL, nonce string) {
+	if nonce == "" {
+		return
+	}
+	c.flow.mu.Lock()
+	r := c.flow.res[typeURL]
+	if r == nil || r.nonce != nonce {
+		c.flow.mu.Unlock()
+		return
+	}
+	delete(c.flow.res, typeURL)
+	c.flow.answering = !c.flow.expired
+	c.flow.mu.Unlock()
+	r.timer.Stop()
+	r.give()
+}
 
-// answeredFlow gives c's reservation back when nonce answers it.
-func (c *Connection) answeredFlow(nonce string) {
-	if c.flow.res != nil && nonce == c.flow.nonce {
-		c.flow.answering = !c.flow.expired.Load()
-		c.releaseFlow()
+// releaseFlowType gives back c's reservation for typeURL (its send failed).
+func (c *Connection) releaseFlowType(typeURL string) {
+	c.flow.mu.Lock()
+	r := c.flow.res[typeURL]
+	delete(c.flow.res, typeURL)
+	c.flow.mu.Unlock()
+	if r != nil {
+		r.timer.Stop()
+		r.give()
 	}
 }
 
-// releaseFlow gives c's reservation back, if it holds one.
+// releaseFlow gives back every reservation c holds (the stream ended).
 func (c *Connection) releaseFlow() {
-	if r := c.flow.res; r != nil {
+	c.flow.mu.Lock()
+	res := c.flow.res
+	c.flow.res = nil
+	c.flow.mu.Unlock()
+	for _, r := range res {
 		r.timer.Stop()
 		r.give()
-		c.flow.res, c.flow.nonce = nil, ""
 	}
 }

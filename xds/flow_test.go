@@ -20,21 +20,20 @@ func TestFlowControlHoldsBytesUntilAnswered(t *testing.T) {
 	b := &Connection{s: s, stopped: make(chan struct{})}
 	ctx := context.Background()
 	// New connections draw on the probation pool (half of 200).
-	if !a.awaitFlow(ctx, 80) {
+	if !a.awaitFlow(ctx, model.ClusterType, "n1", 80) {
 		t.Fatal("first reservation refused")
 	}
-	a.sentFlow("n1")
 	got := make(chan bool, 1)
-	go func() { got <- b.awaitFlow(ctx, 80) }()
+	go func() { got <- b.awaitFlow(ctx, model.ClusterType, "b1", 80) }()
 	// b cannot have its 80 bytes while a holds 80 of 100.
 	if s.flow.probation.TryAcquire(21) {
 		t.Fatal("budget not held by a")
 	}
-	a.answeredFlow("stale-nonce")
+	a.answeredFlow(model.ClusterType, "stale-nonce")
 	if s.flow.probation.TryAcquire(21) {
 		t.Fatal("a wrong nonce released the reservation")
 	}
-	a.answeredFlow("n1")
+	a.answeredFlow(model.ClusterType, "n1")
 	select {
 	case ok := <-got:
 		if !ok {
@@ -46,7 +45,7 @@ func TestFlowControlHoldsBytesUntilAnswered(t *testing.T) {
 	// A third waiter is released when the server stops.
 	c := &Connection{s: s, stopped: make(chan struct{})}
 	done := make(chan bool, 1)
-	go func() { done <- c.awaitFlow(ctx, 100) }()
+	go func() { done <- c.awaitFlow(ctx, model.ClusterType, "c1", 100) }()
 	stopRun()
 	<-ran
 	select {
@@ -70,31 +69,34 @@ func TestFlowControlSilentClientsCannotStarveAnsweringOnes(t *testing.T) {
 	s := NewDiscoveryServer(&model.Environment{Endpoints: model.NewEndpointIndex()}, GeneratorTable{}, Options{MaxInflightBytes: 200})
 	ctx := context.Background()
 	healthy := &Connection{s: s, stopped: make(chan struct{})}
-	if !healthy.awaitFlow(ctx, 50) {
+	if !healthy.awaitFlow(ctx, model.ClusterType, "h1", 50) {
 		t.Fatal("healthy first reservation refused")
 	}
-	healthy.sentFlow("h1")
-	healthy.answeredFlow("h1")
+	healthy.answeredFlow(model.ClusterType, "h1")
 	// Silent connections take the whole probation pool and never answer.
 	silent := &Connection{s: s, stopped: make(chan struct{})}
-	if !silent.awaitFlow(ctx, 100) {
+	if !silent.awaitFlow(ctx, model.ClusterType, "s1", 100) {
 		t.Fatal("silent reservation refused")
 	}
-	silent.sentFlow("s1")
 	if s.flow.probation.TryAcquire(1) {
 		t.Fatal("probation pool not full")
 	}
 	// The answering connection is not held up: it draws on the main pool.
-	if !tryAwait(healthy, 200) {
+	if !tryAwait(healthy, "h2", 200) {
 		t.Fatal("answering connection waited for the silent one's bytes")
 	}
-	healthy.sentFlow("h2")
 	// Its reservation expires unanswered: the next one is on probation.
-	healthy.flow.res.timer.Reset(time.Millisecond)
-	eventually(t, "expired reservation returned", func() bool { return healthy.flow.expired.Load() })
-	healthy.answeredFlow("h2") // late answer: still on probation
+	healthy.flow.mu.Lock()
+	healthy.flow.res[model.ClusterType].timer.Reset(time.Millisecond)
+	healthy.flow.mu.Unlock()
+	eventually(t, "expired reservation returned", func() bool {
+		healthy.flow.mu.Lock()
+		defer healthy.flow.mu.Unlock()
+		return healthy.flow.expired
+	})
+	healthy.answeredFlow(model.ClusterType, "h2") // late answer: still on probation
 	silent.releaseFlow()
-	if !healthy.awaitFlow(ctx, 10) {
+	if !healthy.awaitFlow(ctx, model.ClusterType, "h3", 10) {
 		t.Fatal("reservation refused")
 	}
 	if s.flow.probation.TryAcquire(91) {
@@ -104,8 +106,8 @@ func TestFlowControlSilentClientsCannotStarveAnsweringOnes(t *testing.T) {
 }
 
 // tryAwait is awaitFlow that must not wait.
-func tryAwait(c *Connection, size int) bool {
+func tryAwait(c *Connection, nonce string, size int) bool {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	return c.awaitFlow(ctx, size)
+	return c.awaitFlow(ctx, model.ClusterType, nonce, size)
 }

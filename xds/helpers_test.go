@@ -169,6 +169,12 @@ func newHarnessLogging(t *testing.T, ready bool, log *slog.Logger, opts ...harne
 // newHarnessWith is newHarness with a hook that adjusts the server's Options.
 func newHarnessWith(t *testing.T, ready bool, serverOpts func(*Options), opts ...harnessOpt) *harness {
 	t.Helper()
+	return newHarnessGRPC(t, ready, serverOpts, nil, opts...)
+}
+
+// newHarnessGRPC is newHarnessWith with more options for the gRPC server.
+func newHarnessGRPC(t *testing.T, ready bool, serverOpts func(*Options), grpcOpts []grpc.ServerOption, opts ...harnessOpt) *harness {
+	t.Helper()
 	reg := &fakeRegistry{}
 	reg.set(service("a", 80), service("b", 80))
 	env := &model.Environment{ServiceDiscovery: reg, ConfigStore: fakeStore{}, Endpoints: model.NewEndpointIndex(), DomainSuffix: "cluster.local"}
@@ -191,7 +197,7 @@ func newHarnessWith(t *testing.T, ready bool, serverOpts func(*Options), opts ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.ForceServerCodecV2(NewCodec())) // as pilot/bootstrap installs it
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(NewCodec())}, grpcOpts...)...) // codec as pilot/bootstrap installs it
 	s.Register(g)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = g.Serve(s.Listener(lis)) }()

@@ -50,13 +50,13 @@ type outgoing struct {
 func (c *Connection) transmit(ctx context.Context, o *outgoing) error {
 	c.sendingSince.Store(time.Now().UnixNano())
 	defer c.sendingSince.Store(0)
-	if !c.awaitFlow(ctx, o.size) {
+	if !c.awaitFlow(ctx, o.typeURL, o.nonce, o.size) {
 		return errShutdown
 	}
 	sendStart := time.Now()
 	c.holdUnanswered(o.ws, o.size)
 	if err := c.timedSend(ctx, o.typeURL, o.send); err != nil {
-		c.releaseFlow()
+		c.releaseFlowType(o.typeURL)
 		return err
 	}
 	if o.commit != nil {

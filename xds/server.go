@@ -54,8 +54,12 @@ type Options struct {
 	// DefaultSendTimeout; negative waits forever.
 	SendTimeout time.Duration
 	// MaxInflightBytes bounds the bytes of responses sent and not yet
-	// ACKed or NACKed (flow control, flow.go); default 16 MiB.
+	// ACKed or NACKed by answering proxies (flow control, flow.go; new and
+	// silent proxies share half as much more); default 16 MiB.
 	MaxInflightBytes int64
+	// ackWait is how long a response holds its flow-control bytes
+	// unanswered; zero takes ackWait (tests change it).
+	ackWait time.Duration
 	// Authorize, when set, decides from the stream's context (where the
 	// listener's interceptor put the authenticated caller) whether the
 	// proxy a stream names may connect; an error ends the stream with
@@ -143,7 +147,7 @@ type DiscoveryServer struct {
 
 	// flow holds the byte budgets of responses sent and not yet answered
 	// (flow.go); stopCtx is cancelled when Run returns.
-	flow          flowPools
+	flow          *flowPools
 	stopCtx       context.Context
 	stopCtxCancel context.CancelFunc
 
@@ -189,7 +193,7 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 		conns:    map[string]*Connection{},
 		stopped:  make(chan struct{}),
 
-		flow: newFlowPools(opts.MaxInflightBytes),
+		flow: newFlowPools(opts.MaxInflightBytes, opts.ackWait),
 
 		statusQ: statusQueue{kick: make(chan struct{}, 1)},
 	}

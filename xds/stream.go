@@ -11,7 +11,11 @@ import (
 )
 
 // request is what SotW and Delta requests have in common for the loop.
-type request interface{ GetNode() *corev3.Node }
+type request interface {
+	GetNode() *corev3.Node
+	GetTypeUrl() string
+	GetResponseNonce() string
+}
 
 // serveStream is the loop both protocols share. The first request names the
 // node (a bad one ends the stream with InvalidArgument); then this goroutine
@@ -44,7 +48,16 @@ func serveStream[R request](s *DiscoveryServer, ctx context.Context, recv func()
 
 	reqs := make(chan R)
 	errs := make(chan error, 1)
-	go receive(ctx, recv, reqs, errs)
+	// Answers give back their flow-control budget as they arrive, even
+	// while this goroutine waits for budget itself (flow.go).
+	answering := func() (R, error) {
+		req, err := recv()
+		if err == nil {
+			c.answeredFlow(req.GetTypeUrl(), req.GetResponseNonce())
+		}
+		return req, err
+	}
+	go receive(ctx, answering, reqs, errs)
 
 	if err := handle(c, first); err != nil {
 		return err

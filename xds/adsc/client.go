@@ -41,6 +41,9 @@ type Config struct {
 	// them for SotW, the added or updated ones for Delta) and size its bytes
 	// on the wire. It lets load tools time changes without polling.
 	OnResponse func(typeURL string, names []string, size int)
+	// Shared, when set, is shared with the process's other clients: one
+	// copy of each distinct resource, its references decoded once.
+	Shared *Shared
 }
 
 // Client is one simulated proxy on one ADS stream.
@@ -119,15 +122,21 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 	}
 	touched := map[string][]string{} // dependent type → names whose count moved
 	for n, r := range add {
+		var refs map[string][]string
+		if c.cfg.Shared != nil {
+			r, refs = c.cfg.Shared.resource(typeURL, n, r)
+		}
 		old, ok := held[n]
 		held[n] = r
 		if !ok {
 			c.heldChanged(typeURL, n, true)
-		} else if old.GetTypeUrl() == r.GetTypeUrl() && bytes.Equal(old.GetValue(), r.GetValue()) {
+		} else if old == r || (old.GetTypeUrl() == r.GetTypeUrl() && bytes.Equal(old.GetValue(), r.GetValue())) {
 			continue // resent unchanged (SotW): same references
 		}
+		if c.cfg.Shared == nil {
+			refs = referencedNames(typeURL, n, r)
+		}
 		// New references first, so a name both keep never leaves the set.
-		refs := referencedNames(typeURL, n, r)
 		for dep, names := range refs {
 			c.depNames(dep).reference(names, 1)
 			touched[dep] = append(touched[dep], names...)

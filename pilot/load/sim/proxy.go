@@ -71,14 +71,14 @@ func Node(cfg *Config, i int) (*corev3.Node, error) {
 	}, nil
 }
 
-func newProxy(cfg *Config, i int, t *tracker, eds *edsWatch) (*proxy, error) {
+func newProxy(cfg *Config, i int, t *tracker, eds *edsWatch, shared *adsc.Shared) (*proxy, error) {
 	node, err := Node(cfg, i)
 	if err != nil {
 		return nil, err
 	}
 	p := &proxy{index: i, tracker: t, eds: eds, check: cfg.Validate, seen: map[string]time.Time{}}
 	p.delta = cfg.Mode == ModeDelta || (cfg.Mode == ModeMixed && i%2 == 1)
-	ac := adsc.Config{Node: node, Delta: p.delta, Types: cfg.Types, OnResponse: p.onResponse, NACK: p.inspect}
+	ac := adsc.Config{Node: node, Delta: p.delta, Types: cfg.Types, OnResponse: p.onResponse, NACK: p.inspect, Shared: shared}
 	p.client = adsc.New(ac)
 	return p, nil
 }

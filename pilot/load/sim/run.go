@@ -14,6 +14,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/load/procstat"
 	"github.com/meshpilot/meshpilot/pilot/load/stats"
 	"github.com/meshpilot/meshpilot/pilot/load/workload"
+	"github.com/meshpilot/meshpilot/xds/adsc"
 )
 
 // Run simulates cfg.Proxies sidecars against cfg.Addr, waits for their
@@ -26,7 +27,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, tracker: newTracker(), eds: newEDSWatch()}
+	r := &runner{cfg: cfg, tracker: newTracker(), eds: newEDSWatch(), shared: adsc.NewShared()}
 	return r.run(ctx)
 }
 
@@ -36,6 +37,9 @@ type runner struct {
 	proxies []*proxy
 	report  Report
 	eds     *edsWatch
+	// shared holds one copy of each distinct resource the proxies hold,
+	// its references decoded once (the tool's own cost, see adsc.Shared).
+	shared *adsc.Shared
 	// rss samples the server's memory (nil without a pid).
 	rss *procstat.PeakRSS
 }
@@ -58,7 +62,7 @@ func (r *runner) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	for i := range cfg.Proxies {
-		p, err := newProxy(&cfg, i, r.tracker, r.eds)
+		p, err := newProxy(&cfg, i, r.tracker, r.eds, r.shared)
 		if err != nil {
 			return nil, err
 		}
