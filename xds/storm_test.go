@@ -64,7 +64,13 @@ type meteredStream struct {
 }
 
 func (s *meteredStream) SendMsg(msg any) error {
-	if r, ok := msg.(*discovery.DeltaDiscoveryResponse); ok {
+	r, ok := msg.(*discovery.DeltaDiscoveryResponse)
+	if e, shared := msg.(*encodedDeltaResponse); shared {
+		// A response sharing its encoded body (shared_encoding.go):
+		// flow control counts it whole, so does the meter.
+		r, ok = e.DeltaDiscoveryResponse, true
+	}
+	if ok {
 		var size int64
 		for _, res := range r.GetResources() {
 			size += int64(len(res.GetResource().GetValue()))
