@@ -179,9 +179,8 @@ func TestConfigStatusAppliedRejectedResetAndGone(t *testing.T) {
 	if st.Affected != n || st.Pending != 0 || st.Rejected != 0 || st.ObservedGeneration != 1 || st.AppliedAt == nil {
 		t.Fatalf("status after ACKs = %+v, want %d of %d applied, generation 1, appliedAt set", st, n, n)
 	}
-	if got := histogramCount(t, h.metrics.ConfigPropagation); got != 1 {
-		t.Fatalf("propagation observations = %d, want 1", got)
-	}
+	// Metrics are recorded after the status settles, which may follow the read.
+	eventually(t, "one propagation observation", func() bool { return histogramCount(t, h.metrics.ConfigPropagation) == 1 })
 	for _, c := range h.clients {
 		l := c.Resources(model.ListenerType)
 		anys := make([]*anypb.Any, 0, len(l))
@@ -204,9 +203,10 @@ func TestConfigStatusAppliedRejectedResetAndGone(t *testing.T) {
 			t.Errorf("rejection %+v: want the proxy's own lds message", r)
 		}
 	}
-	if got := value(t, h.metrics.ConfigRejected.WithLabelValues("VirtualService", "default", "reviews")); got != 2 {
-		t.Fatalf("meshpilot_config_rejected = %v, want 2", got)
-	}
+	// The gauge is set when the status settles, which may follow the read.
+	eventually(t, "meshpilot_config_rejected = 2", func() bool {
+		return value(t, h.metrics.ConfigRejected.WithLabelValues("VirtualService", "default", "reviews")) == 2
+	})
 
 	// The rejecting proxies disconnect: they drop out of the counts.
 	h.cancels[0]()
