@@ -5,10 +5,15 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/meshpilot/meshpilot/model"
 )
@@ -113,5 +118,33 @@ func TestStoreKeepsDependentNames(t *testing.T) {
 			t.Fatalf("step %d: Complete %v with %d missing", step, c.Complete(), missing)
 		}
 		before = after
+	}
+}
+
+// TestResourceNameFromTheWire: names read off the wire equal the decoded
+// resources' names, whatever the fields around them.
+func TestResourceNameFromTheWire(t *testing.T) {
+	for _, m := range []proto.Message{
+		&clusterv3.Cluster{Name: "outbound|80||a.ns.svc.cluster.local", ConnectTimeout: durationpb.New(time.Second),
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}},
+		&endpointv3.ClusterLoadAssignment{ClusterName: "outbound|80||a.ns.svc.cluster.local", Endpoints: []*endpointv3.LocalityLbEndpoints{{}}},
+		&listenerv3.Listener{Name: "0.0.0.0_80", StatPrefix: "x"},
+		&routev3.RouteConfiguration{Name: "80", VirtualHosts: []*routev3.VirtualHost{{Name: "vh"}}},
+		&clusterv3.Cluster{}, // no name at all
+	} {
+		a, err := anypb.New(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		switch r := m.(type) {
+		case *endpointv3.ClusterLoadAssignment:
+			want = r.GetClusterName()
+		case interface{ GetName() string }:
+			want = r.GetName()
+		}
+		if got := resourceName(a); got != want {
+			t.Errorf("%T: name %q, want %q", m, got, want)
+		}
 	}
 }

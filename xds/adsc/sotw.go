@@ -7,6 +7,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -127,7 +128,42 @@ func (c *Client) nonceFor(t string) string {
 }
 
 // resourceName reads the name of an xDS resource.
+// nameFirst says whether typeURL's name (cluster_name for assignments) is
+// its string field 1.
+func nameFirst(typeURL string) bool {
+	switch typeURL {
+	case model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.SecretType, model.ExtensionConfigType:
+		return true
+	}
+	return false
+}
+
 func resourceName(a *anypb.Any) string {
+	if nameFirst(a.GetTypeUrl()) {
+		// The name is the string field 1 of these types: read it off the
+		// wire instead of decoding the resource (the load tool's SotW
+		// proxies decode every cluster of every CDS response otherwise).
+		b := a.GetValue()
+		for len(b) > 0 {
+			num, typ, n := protowire.ConsumeTag(b)
+			if n < 0 {
+				break
+			}
+			b = b[n:]
+			if num == 1 && typ == protowire.BytesType {
+				v, m := protowire.ConsumeBytes(b)
+				if m < 0 {
+					break
+				}
+				return string(v)
+			}
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				break
+			}
+			b = b[m:]
+		}
+	}
 	m, err := a.UnmarshalNew()
 	if err != nil {
 		return ""
