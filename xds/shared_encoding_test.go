@@ -39,29 +39,56 @@ func TestCodecEncodedResponseDecodesAsTheResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc := &encodedResponse{DiscoveryResponse: resp, body: body}
+	checkEncoded(t, resp, &encodedResponse{DiscoveryResponse: resp, body: body}, body)
+}
+
+// TestCodecEncodedDeltaResponseDecodesAsTheResponse: the same for Delta,
+// removed names included.
+func TestCodecEncodedDeltaResponseDecodesAsTheResponse(t *testing.T) {
+	var res []*discovery.Resource
+	for i, a := range testAnys(50, 700, 3) {
+		res = append(res, &discovery.Resource{Name: fmt.Sprintf("r%d", i), Version: fmt.Sprintf("%016x", i+1), Resource: a})
+	}
+	resp := &discovery.DeltaDiscoveryResponse{
+		SystemVersionInfo: "2026-11-25T04:00:00Z", Resources: res, TypeUrl: model.ClusterType, Nonce: "NONCE",
+		RemovedResources: []string{"gone1", "gone2"},
+		ControlPlane:     &corev3.ControlPlane{Identifier: `{"Component":"istiod"}`},
+	}
+	var bc bodyCache[*discovery.Resource]
+	body, err := bc.body(model.ClusterType, 42, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEncoded(t, resp, &encodedDeltaResponse{DeltaDiscoveryResponse: resp, body: body}, body)
+}
+
+// checkEncoded checks that enc, resp with its resources encoded as body,
+// decodes to resp through Codec (as two buffers, body uncopied) and
+// through plain proto.Marshal (gRPC's own codec).
+func checkEncoded(t *testing.T, resp proto.Message, enc any, body []byte) {
+	t.Helper()
 	data, err := NewCodec().Marshal(enc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer data.Free()
-	var got discovery.DiscoveryResponse
-	if err := proto.Unmarshal(data.Materialize(), &got); err != nil {
+	got := resp.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(data.Materialize(), got); err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(&got, resp) {
-		t.Fatalf("decoded %v, want %v", &got, resp)
+	if !proto.Equal(got, resp) {
+		t.Fatalf("decoded %v, want %v", got, resp)
 	}
 	if n := len(data); n != 2 || &data[1].ReadOnlyData()[0] != &body[0] {
 		t.Errorf("encoded response is %d buffers, want the header and the shared body uncopied", n)
 	}
-	plain, err := proto.Marshal(enc) // what gRPC's own codec does
+	plain, err := proto.Marshal(enc.(proto.Message))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var viaDefault discovery.DiscoveryResponse
-	if err := proto.Unmarshal(plain, &viaDefault); err != nil || !proto.Equal(&viaDefault, resp) {
-		t.Fatalf("default codec path: %v, %v", err, &viaDefault)
+	viaDefault := resp.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(plain, viaDefault); err != nil || !proto.Equal(viaDefault, resp) {
+		t.Fatalf("default codec path: %v, %v", err, viaDefault)
 	}
 }
 
@@ -119,39 +146,75 @@ func TestBodyCacheBounded(t *testing.T) {
 	}
 }
 
-// TestSotWSharedBodyOverStreams: proxies that see the same services are
-// sent CDS responses sharing one encoded body, over real streams with the
-// server's Codec; every response decodes complete and valid (the stream
-// helper validates each), with its own nonce.
-func TestSotWSharedBodyOverStreams(t *testing.T) {
-	h := newHarness(t, true, realCDSEDS)
-	var svcs []*model.Service
-	for i := range 60 {
-		svcs = append(svcs, service(fmt.Sprintf("svc%02d", i), 80))
+// TestSharedBodyOverStreams: proxies that see the same services are sent
+// CDS responses sharing one encoded body (SotW: every complete set; Delta:
+// a new stream's initial set), over real streams with the server's Codec;
+// every response decodes complete and valid (the stream helpers validate
+// each), with its own nonce.
+func TestSharedBodyOverStreams(t *testing.T) {
+	type initial struct {
+		names []string
+		size  int
+		nonce string
 	}
-	h.reg.set(svcs...)
-	h.fullPush()
-	eventually(t, "push of 60 services", func() bool { return len(h.s.PushContext().Services()) == 60 })
-	var nonces []string
-	for _, pod := range []string{"pod1", "pod2", "pod3"} {
-		c, r := initialCDS(h, pod)
-		if got := len(sotwNames(t, r)); got < 60 {
-			t.Fatalf("%s: CDS has %d clusters, want the 60 services' and more", pod, got)
-		}
-		if size := proto.Size(r); size < sharedBodyMin {
-			t.Fatalf("CDS of %d bytes: too small to test sharing", size)
-		}
-		nonces = append(nonces, r.GetNonce())
-		c.send(ack(r))
-	}
-	if distinct := slices.Compact(slices.Sorted(slices.Values(nonces))); len(distinct) != 3 {
-		t.Fatalf("nonces %v", nonces)
-	}
-	h.s.bodies.mu.Lock()
-	n := len(h.s.bodies.entries)
-	h.s.bodies.mu.Unlock()
-	if n != 1 {
-		t.Errorf("%d encoded bodies for three proxies with one view, want 1", n)
+	for _, tc := range []struct {
+		mode    string
+		connect func(h *harness, pod string) initial
+		entries func(s *DiscoveryServer) int
+	}{
+		{"sotw", func(h *harness, pod string) initial {
+			c, r := initialCDS(h, pod)
+			c.send(ack(r))
+			return initial{sotwNames(t, r), proto.Size(r), r.GetNonce()}
+		}, func(s *DiscoveryServer) int {
+			s.bodies.mu.Lock()
+			defer s.bodies.mu.Unlock()
+			return len(s.bodies.entries)
+		}},
+		{"delta", func(h *harness, pod string) initial {
+			c := h.delta()
+			c.send(&discovery.DeltaDiscoveryRequest{Node: testNode(pod, nil), TypeUrl: model.ClusterType})
+			r := c.recv(model.ClusterType)
+			c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: model.ClusterType, ResponseNonce: r.GetNonce()})
+			return initial{deltaNames(r), proto.Size(r), r.GetNonce()}
+		}, func(s *DiscoveryServer) int {
+			s.deltaBodies.mu.Lock()
+			defer s.deltaBodies.mu.Unlock()
+			return len(s.deltaBodies.entries)
+		}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			h := newHarness(t, true, realCDSEDS)
+			var svcs []*model.Service
+			for i := range 60 {
+				svcs = append(svcs, service(fmt.Sprintf("svc%02d", i), 80))
+			}
+			h.reg.set(svcs...)
+			h.fullPush()
+			eventually(t, "push of 60 services", func() bool { return len(h.s.PushContext().Services()) == 60 })
+			var nonces, first []string
+			for _, pod := range []string{"pod1", "pod2", "pod3"} {
+				got := tc.connect(h, pod)
+				if len(got.names) < 60 {
+					t.Fatalf("%s: CDS has %d clusters, want the 60 services' and more", pod, len(got.names))
+				}
+				if first == nil {
+					first = got.names
+				} else if !slices.Equal(got.names, first) {
+					t.Fatalf("%s: clusters %v, want %v as the first proxy's", pod, got.names, first)
+				}
+				if got.size < sharedBodyMin {
+					t.Fatalf("CDS of %d bytes: too small to test sharing", got.size)
+				}
+				nonces = append(nonces, got.nonce)
+			}
+			if distinct := slices.Compact(slices.Sorted(slices.Values(nonces))); len(distinct) != 3 {
+				t.Fatalf("nonces %v", nonces)
+			}
+			if n := tc.entries(h.s); n != 1 {
+				t.Errorf("%d encoded bodies for three proxies with one view, want 1", n)
+			}
+		})
 	}
 }
 
@@ -194,89 +257,3 @@ func BenchmarkSotWEncode(b *testing.B) {
 	})
 }
 
-// TestCodecEncodedDeltaResponseDecodesAsTheResponse: the Delta form of
-// TestCodecEncodedResponseDecodesAsTheResponse, removed names included.
-func TestCodecEncodedDeltaResponseDecodesAsTheResponse(t *testing.T) {
-	var res []*discovery.Resource
-	for i, a := range testAnys(50, 700, 3) {
-		res = append(res, &discovery.Resource{Name: fmt.Sprintf("r%d", i), Version: fmt.Sprintf("%016x", i+1), Resource: a})
-	}
-	resp := &discovery.DeltaDiscoveryResponse{
-		SystemVersionInfo: "2026-11-25T04:00:00Z", Resources: res, TypeUrl: model.ClusterType, Nonce: "NONCE",
-		RemovedResources: []string{"gone1", "gone2"},
-		ControlPlane:     &corev3.ControlPlane{Identifier: `{"Component":"istiod"}`},
-	}
-	var bc bodyCache[*discovery.Resource]
-	body, err := bc.body(model.ClusterType, 42, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := &encodedDeltaResponse{DeltaDiscoveryResponse: resp, body: body}
-	data, err := NewCodec().Marshal(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer data.Free()
-	var got discovery.DeltaDiscoveryResponse
-	if err := proto.Unmarshal(data.Materialize(), &got); err != nil {
-		t.Fatal(err)
-	}
-	if !proto.Equal(&got, resp) {
-		t.Fatalf("decoded %v, want %v", &got, resp)
-	}
-	if n := len(data); n != 2 || &data[1].ReadOnlyData()[0] != &body[0] {
-		t.Errorf("encoded response is %d buffers, want the header and the shared body uncopied", n)
-	}
-	plain, err := proto.Marshal(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var viaDefault discovery.DeltaDiscoveryResponse
-	if err := proto.Unmarshal(plain, &viaDefault); err != nil || !proto.Equal(&viaDefault, resp) {
-		t.Fatalf("default codec path: %v, %v", err, &viaDefault)
-	}
-}
-
-// TestDeltaSharedBodyOverStreams: new Delta streams with one view get
-// initial CDS responses sharing one encoded body, over real streams; each
-// decodes complete and valid, with its own nonce.
-func TestDeltaSharedBodyOverStreams(t *testing.T) {
-	h := newHarness(t, true, realCDSEDS)
-	var svcs []*model.Service
-	for i := range 60 {
-		svcs = append(svcs, service(fmt.Sprintf("svc%02d", i), 80))
-	}
-	h.reg.set(svcs...)
-	h.fullPush()
-	eventually(t, "push of 60 services", func() bool { return len(h.s.PushContext().Services()) == 60 })
-	var nonces []string
-	var first []string
-	for _, pod := range []string{"pod1", "pod2", "pod3"} {
-		c := h.delta()
-		c.send(&discovery.DeltaDiscoveryRequest{Node: testNode(pod, nil), TypeUrl: model.ClusterType})
-		r := c.recv(model.ClusterType)
-		names := deltaNames(r)
-		if len(names) < 60 {
-			t.Fatalf("%s: CDS has %d clusters, want the 60 services' and more", pod, len(names))
-		}
-		if first == nil {
-			first = names
-		} else if !slices.Equal(names, first) {
-			t.Fatalf("%s: clusters %v, want %v as the first proxy's", pod, names, first)
-		}
-		if size := proto.Size(r); size < sharedBodyMin {
-			t.Fatalf("CDS of %d bytes: too small to test sharing", size)
-		}
-		nonces = append(nonces, r.GetNonce())
-		c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: model.ClusterType, ResponseNonce: r.GetNonce()})
-	}
-	if distinct := slices.Compact(slices.Sorted(slices.Values(nonces))); len(distinct) != 3 {
-		t.Fatalf("nonces %v", nonces)
-	}
-	h.s.deltaBodies.mu.Lock()
-	n := len(h.s.deltaBodies.entries)
-	h.s.deltaBodies.mu.Unlock()
-	if n != 1 {
-		t.Errorf("%d encoded bodies for three proxies with one view, want 1", n)
-	}
-}
