@@ -256,4 +256,3 @@ func BenchmarkSotWEncode(b *testing.B) {
 		}
 	})
 }
-
