@@ -52,7 +52,7 @@ for run in $(seq 1 "$runs"); do
     # Change 0 first saves the heap as the initial fan-out left it, then
     # writes the marker as --change-dir would.
     m="$dir/config/marker-{i}.yaml"
-    change_flags=(--change-cmd "if [ {i} = 0 ]; then curl -s -o $out/$mode-$run.heap.pprof $http_addr/debug/pprof/heap;
+    change_flags=(--change-cmd "if [ {i} = 0 ]; then curl -s -o $out/$mode-$run.heap.pprof "$http_addr/debug/pprof/heap?gc=1";
       curl -s -o $out/$mode-$run.metrics $metrics_url; cp /proc/$pid/smaps $out/$mode-$run.smaps; fi;
       $bin/pilot-load marker {i} > $dir/config/.m{i}.tmp && mv $dir/config/.m{i}.tmp $m"
       --change-cleanup-cmd "rm -f $m")
