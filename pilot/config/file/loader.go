@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,6 +58,11 @@ type Snapshot struct {
 	// Decoded counts the documents decoded in this read; the others were
 	// unchanged since the previous read, whose outcome is reused.
 	Decoded int
+	// Replayed counts the files of Files not read again: their identity
+	// (device, inode, size, modification and change times) was that of the
+	// previous clean read, made more than two seconds after their last
+	// change, so its outcome is reused.
+	Replayed int
 	// UnsupportedFields counts the fields set in Configs that meshpilot
 	// does not (or only partly) carry out (support.Check), for the gauge
 	// meshpilot_config_unsupported_fields.
@@ -145,6 +151,25 @@ type index struct {
 	// outcomes holds the documents that gave no object (empty, ignored or
 	// in error), so an unchanged one is not decoded again.
 	outcomes map[outcomeKey]parsed
+	// files holds the clean reads of this load, by file, to replay at the
+	// next load when the file's identity is unchanged.
+	files map[string]*fileRead
+}
+
+// fileRead is what a clean read of one file (no error, nothing retained)
+// gave, enough to replay it without reading the file again.
+type fileRead struct {
+	id fileID
+	// trusted is false when the read was racy: the file is read again.
+	trusted  bool
+	cands    []candidate
+	outcomes []outcomeEntry
+	ignored  int
+}
+
+type outcomeEntry struct {
+	key outcomeKey
+	p   parsed
 }
 
 func newIndex() *index {
@@ -154,6 +179,7 @@ func newIndex() *index {
 		byHash:   map[string]*object{},
 		source:   map[*object]docRef{},
 		outcomes: map[outcomeKey]parsed{},
+		files:    map[string]*fileRead{},
 	}
 }
 
@@ -170,7 +196,7 @@ func (l *Loader) Load() (*Snapshot, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &read{maxFileSize: l.opts.MaxFileSize, validator: l.opts.Validator, prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}}
+	r := &read{maxFileSize: l.opts.MaxFileSize, validator: l.opts.Validator, prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}, now: time.Now()}
 	for _, e := range fileErrs {
 		r.retainUnder(e.File)
 	}
@@ -184,7 +210,7 @@ func (l *Loader) Load() (*Snapshot, error) {
 	snap.UnsupportedFields = l.reportUnsupported(snap.Configs)
 	l.log.Debug("config directory loaded", "dir", l.dir, "files", snap.Files, "configs", len(snap.Configs),
 		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "secrets", len(snap.Secrets),
-		"ignored", snap.Ignored, "decoded", snap.Decoded, "errors", len(snap.Errors))
+		"ignored", snap.Ignored, "decoded", snap.Decoded, "replayed", snap.Replayed, "errors", len(snap.Errors))
 	return snap, nil
 }
 

@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -25,6 +27,10 @@ type read struct {
 	prev, cur   *index
 	snap        *Snapshot
 	cands       []candidate
+	// outcomes collects the outcomes the current file's documents stored.
+	outcomes []outcomeEntry
+	// now is when the load started, to tell racy reads.
+	now time.Time
 }
 
 // candidate is an object a document defines, or, retained, the last good
@@ -49,13 +55,20 @@ const (
 // document in error, the objects it defined at the previous read stay,
 // except those its good documents define anew.
 func (r *read) file(dir, rel string) {
-	data, err := readFile(filepath.Join(dir, filepath.FromSlash(rel)), r.maxFileSize)
+	path := filepath.Join(dir, filepath.FromSlash(rel))
+	if r.replay(path, rel) {
+		return
+	}
+	data, info, err := readFile(path, r.maxFileSize)
 	if err != nil {
 		n := r.retainFile(rel, nil)
 		r.snap.Errors = append(r.snap.Errors, &DocError{File: rel, Index: -1, Err: fmt.Errorf("%w%s", err, keeping(n))})
 		return
 	}
 	r.snap.Files++
+	errs, cands, ignored := len(r.snap.Errors), len(r.cands), r.snap.Ignored
+	r.outcomes = r.outcomes[:0]
+	defer func() { r.record(rel, info, errs, cands, ignored) }()
 	defined := map[objKey]bool{}
 	failed, content := false, false
 	line := 1
@@ -99,29 +112,78 @@ func keeping(n int) string {
 	return fmt.Sprintf("; keeping the %d objects it defined", n)
 }
 
-// readFile reads a file of at most limit bytes.
-func readFile(path string, limit int64) ([]byte, error) {
+// readFile reads a file of at most limit bytes. It returns the file's
+// information as of before the read, so a change during the read shows
+// at the next stat.
+func readFile(path string, limit int64) ([]byte, fs.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read: %w", err)
+		return nil, nil, fmt.Errorf("read: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read: %w", err)
+		return nil, nil, fmt.Errorf("read: %w", err)
 	}
 	if st.Size() > limit {
-		return nil, fmt.Errorf("file is %d bytes, over the %d-byte limit", st.Size(), limit)
+		return nil, nil, fmt.Errorf("file is %d bytes, over the %d-byte limit", st.Size(), limit)
 	}
 	// Room for the whole file and a read that finds its end.
 	buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return nil, fmt.Errorf("read: %w", err)
+		return nil, nil, fmt.Errorf("read: %w", err)
 	}
 	if int64(buf.Len()) > limit {
-		return nil, fmt.Errorf("file grew past the %d-byte limit while being read", limit)
+		return nil, nil, fmt.Errorf("file grew past the %d-byte limit while being read", limit)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), st, nil
+}
+
+// replay offers again what the previous read of rel gave when that read was
+// clean and trusted and the file's identity (through symlinks) is the same,
+// and reports whether it did. The file is then not read.
+func (r *read) replay(path, rel string) bool {
+	prev := r.prev.files[rel]
+	if prev == nil || !prev.trusted {
+		return false
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if id, ok := identify(info, r.now); !ok || id != prev.id {
+		return false
+	}
+	r.snap.Files++
+	r.snap.Replayed++
+	r.snap.Ignored += prev.ignored
+	for _, c := range prev.cands {
+		r.candidate(c.obj, c.ref, false)
+	}
+	for _, e := range prev.outcomes {
+		r.cur.outcomes[e.key] = e.p
+	}
+	r.cur.files[rel] = prev
+	return true
+}
+
+// record keeps the read of rel for replay when it was clean: it added no
+// error and retained no object (errs and cands are the lengths of the
+// snapshot's errors and of the candidates before the file, ignored the
+// ignored count).
+func (r *read) record(rel string, info fs.FileInfo, errs, cands, ignored int) {
+	if len(r.snap.Errors) != errs {
+		return
+	}
+	added := r.cands[cands:]
+	for _, c := range added {
+		if c.retained {
+			return
+		}
+	}
+	id, trusted := identify(info, r.now)
+	r.cur.files[rel] = &fileRead{id: id, trusted: trusted, cands: slices.Clone(added),
+		outcomes: slices.Clone(r.outcomes), ignored: r.snap.Ignored - ignored}
 }
 
 // doc reads one document; line is where it starts in its file. Unchanged
@@ -142,9 +204,11 @@ func (r *read) doc(ref docRef, doc []byte, line int) (outcome, objKey) {
 	switch {
 	case p.empty:
 		r.cur.outcomes[ok] = p
+		r.outcomes = append(r.outcomes, outcomeEntry{ok, p})
 		return outcomeEmpty, objKey{}
 	case p.ignored:
 		r.cur.outcomes[ok] = p
+		r.outcomes = append(r.outcomes, outcomeEntry{ok, p})
 		r.snap.Ignored++
 		return outcomeIgnored, objKey{}
 	case len(p.errs) > 0:
