@@ -172,14 +172,18 @@ type outcomeEntry struct {
 	p   parsed
 }
 
-func newIndex() *index {
+func newIndex() *index { return newIndexLike(&index{}) }
+
+// newIndexLike returns an empty index with room for as many entries as
+// prev has: a reload mostly holds the same objects.
+func newIndexLike(prev *index) *index {
 	return &index{
-		byKey:    map[objKey]*object{},
-		byFile:   map[string][]*object{},
-		byHash:   map[string]*object{},
-		source:   map[*object]docRef{},
-		outcomes: map[outcomeKey]parsed{},
-		files:    map[string]*fileRead{},
+		byKey:    make(map[objKey]*object, len(prev.byKey)),
+		byFile:   make(map[string][]*object, len(prev.byFile)),
+		byHash:   make(map[string]*object, len(prev.byHash)),
+		source:   make(map[*object]docRef, len(prev.source)),
+		outcomes: make(map[outcomeKey]parsed, len(prev.outcomes)),
+		files:    make(map[string]*fileRead, len(prev.files)),
 	}
 }
 
@@ -196,7 +200,8 @@ func (l *Loader) Load() (*Snapshot, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &read{maxFileSize: l.opts.MaxFileSize, validator: l.opts.Validator, prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}, now: time.Now()}
+	r := &read{maxFileSize: l.opts.MaxFileSize, validator: l.opts.Validator, prev: l.last, cur: newIndexLike(l.last), snap: &Snapshot{Errors: fileErrs}, now: time.Now(),
+		cands: make([]candidate, 0, len(l.last.byHash))}
 	for _, e := range fileErrs {
 		r.retainUnder(e.File)
 	}

@@ -292,18 +292,38 @@ func (r *read) reuse(o *object, ref docRef) *object {
 // resolve serves one candidate per key and reports the other documents
 // defining the key as duplicates of it.
 func (r *read) resolve() {
-	byKey := map[objKey][]candidate{}
-	var keys []objKey
-	for _, c := range r.cands {
+	// first holds each key's first candidate, next chains the others: one
+	// map entry a key and no slice for the (usual) single candidate.
+	first := make(map[objKey]int32, len(r.prev.byKey))
+	next := make([]int32, len(r.cands))
+	last := make([]int32, len(r.cands))
+	var keys []int32
+	for i, c := range r.cands {
+		next[i] = -1
 		k := c.obj.key()
-		if _, seen := byKey[k]; !seen {
-			keys = append(keys, k)
+		f, seen := first[k]
+		if !seen {
+			first[k] = int32(i)
+			last[i] = int32(i)
+			keys = append(keys, int32(i))
+			continue
 		}
-		byKey[k] = append(byKey[k], c)
+		next[last[f]] = int32(i)
+		last[f] = int32(i)
 	}
-	for _, k := range keys {
-		cands := byKey[k]
-		w := slices.MinFunc(cands, r.preferred(k))
+	var cands []candidate
+	for _, f := range keys {
+		w := r.cands[f]
+		k := w.obj.key()
+		if next[f] < 0 {
+			r.serve(k, w)
+			continue
+		}
+		cands = cands[:0]
+		for i := f; i >= 0; i = next[i] {
+			cands = append(cands, r.cands[i])
+		}
+		w = slices.MinFunc(cands, r.preferred(k))
 		for _, c := range cands {
 			if c.retained || c.ref == w.ref {
 				continue
@@ -313,10 +333,15 @@ func (r *read) resolve() {
 				Err: fmt.Errorf("duplicate %s %s/%s: already defined in %s#%d",
 					clip(k.kind, maxHeaderValue), clip(k.namespace, maxHeaderValue), clip(k.name, maxHeaderValue), w.ref.file, w.ref.index)})
 		}
-		r.cur.byKey[k] = w.obj
-		r.cur.byFile[w.ref.file] = append(r.cur.byFile[w.ref.file], w.obj)
-		r.cur.source[w.obj] = w.ref
+		r.serve(k, w)
 	}
+}
+
+// serve makes w the object served for k.
+func (r *read) serve(k objKey, w candidate) {
+	r.cur.byKey[k] = w.obj
+	r.cur.byFile[w.ref.file] = append(r.cur.byFile[w.ref.file], w.obj)
+	r.cur.source[w.obj] = w.ref
 }
 
 // preferred orders the candidates for key k, the one to serve first: from
@@ -345,6 +370,9 @@ func (r *read) preferred(k objKey) func(a, b candidate) int {
 // finish assembles the snapshot from the objects of the read.
 func (r *read) finish() *Snapshot {
 	s := r.snap
+	if n := len(r.cur.byKey); n > 0 {
+		s.Configs = make([]model.Config, 0, n)
+	}
 	for _, o := range r.cur.byKey {
 		if o.config != nil {
 			s.Configs = append(s.Configs, *o.config)
