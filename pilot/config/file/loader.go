@@ -154,6 +154,9 @@ type index struct {
 	// files holds the clean reads of this load, by file, to replay at the
 	// next load when the file's identity is unchanged.
 	files map[string]*fileRead
+	// sorted holds the served objects of Istio kinds (config set) sorted
+	// by kind, namespace and name.
+	sorted []*object
 }
 
 // fileRead is what a clean read of one file (no error, nothing retained)
@@ -212,7 +215,7 @@ func (l *Loader) Load() (*Snapshot, error) {
 	l.last = r.cur
 	snap := r.finish()
 	l.logErrors(snap.Errors)
-	snap.UnsupportedFields = l.reportUnsupported(snap.Configs)
+	snap.UnsupportedFields = l.reportUnsupported(r.prev, r.cur)
 	l.log.Debug("config directory loaded", "dir", l.dir, "files", snap.Files, "configs", len(snap.Configs),
 		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "secrets", len(snap.Secrets),
 		"ignored", snap.Ignored, "decoded", snap.Decoded, "replayed", snap.Replayed, "errors", len(snap.Errors))
@@ -261,14 +264,28 @@ func (l *Loader) logErrors(errs []*DocError) {
 }
 
 // reportUnsupported logs, once per object version (its content hash), the
-// fields of configs meshpilot does not carry out, and returns their count.
-func (l *Loader) reportUnsupported(configs []model.Config) int {
-	objs := make([]support.Object, len(configs))
-	for i, c := range configs {
-		objs[i] = support.Object{Kind: string(c.Kind), Namespace: c.Namespace, Name: c.Name,
-			Version: c.ResourceVersion, Source: c.Source, Spec: c.Spec}
+// fields of the configs served by cur that meshpilot does not carry out,
+// and returns their count. Only the configs that are not the very objects
+// prev served are checked, and those prev served and cur does not are
+// forgotten: the reporter holds the others already.
+func (l *Loader) reportUnsupported(prev, cur *index) int {
+	for k, o := range cur.byKey {
+		if o.config == nil || prev.byKey[k] == o {
+			continue
+		}
+		c := o.config
+		l.unsupported.Accept(support.Object{Kind: string(c.Kind), Namespace: c.Namespace, Name: c.Name,
+			Version: c.ResourceVersion, Source: c.Source, Spec: c.Spec})
 	}
-	return l.unsupported.Replace(objs)
+	for k, o := range prev.byKey {
+		if o.config == nil {
+			continue
+		}
+		if now := cur.byKey[k]; now == nil || now.config == nil {
+			l.unsupported.Remove(k.kind, k.namespace, k.name)
+		}
+	}
+	return l.unsupported.Total()
 }
 
 type namespacedName interface {

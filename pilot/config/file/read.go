@@ -370,12 +370,14 @@ func (r *read) preferred(k objKey) func(a, b candidate) int {
 // finish assembles the snapshot from the objects of the read.
 func (r *read) finish() *Snapshot {
 	s := r.snap
-	if n := len(r.cur.byKey); n > 0 {
-		s.Configs = make([]model.Config, 0, n)
-	}
-	for _, o := range r.cur.byKey {
+	// The configs the previous read served are in r.prev.sorted: merge
+	// those still served with the new ones, sorted, rather than sort all.
+	var fresh []*object
+	for k, o := range r.cur.byKey {
 		if o.config != nil {
-			s.Configs = append(s.Configs, *o.config)
+			if r.prev.byKey[k] != o {
+				fresh = append(fresh, o)
+			}
 			continue
 		}
 		switch obj := o.kube.(type) {
@@ -393,9 +395,26 @@ func (r *read) finish() *Snapshot {
 			s.Kube.EndpointSlices = append(s.Kube.EndpointSlices, obj)
 		}
 	}
-	slices.SortFunc(s.Configs, func(a, b model.Config) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(fresh, compareObjects)
+	sorted := make([]*object, 0, len(r.cur.byKey))
+	for _, o := range r.prev.sorted {
+		if _, served := r.cur.source[o]; !served {
+			continue
+		}
+		for len(fresh) > 0 && compareObjects(fresh[0], o) < 0 {
+			sorted = append(sorted, fresh[0])
+			fresh = fresh[1:]
+		}
+		sorted = append(sorted, o)
+	}
+	sorted = append(sorted, fresh...)
+	r.cur.sorted = sorted
+	if len(sorted) > 0 {
+		s.Configs = make([]model.Config, len(sorted))
+		for i, o := range sorted {
+			s.Configs[i] = *o.config
+		}
+	}
 	sortKube(s.Kube.Services)
 	sortKube(s.Kube.Endpoints)
 	sortKube(s.Kube.Pods)
@@ -406,4 +425,9 @@ func (r *read) finish() *Snapshot {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))
 	})
 	return s
+}
+
+// compareObjects orders objects by kind, namespace and name.
+func compareObjects(a, b *object) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 }

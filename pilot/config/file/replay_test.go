@@ -1,7 +1,10 @@
 package file
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"strings"
 	"path/filepath"
 	"testing"
 	"time"
@@ -199,5 +202,66 @@ func TestFileInErrorIsReadAgain(t *testing.T) {
 		if s.Replayed != 0 || len(s.Errors) != 1 || len(s.Configs) != 1 {
 			t.Fatalf("load %d: replayed %d, %d errors, %d configs; want 0, 1, 1 (the last good one)", i, s.Replayed, len(s.Errors), len(s.Configs))
 		}
+	}
+}
+
+// TestRandomEditsMatchFreshLoads edits, renames and deletes files at
+// random, some aged (replayable) and some fresh, and checks each load of
+// one Loader against a fresh Loader of the same directory. Files define
+// disjoint names and no document is in error, so the last good versions
+// and duplicate incumbents a Loader remembers play no part.
+func TestRandomEditsMatchFreshLoads(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(11, 25))
+	old := time.Now().Add(-time.Hour)
+	l := newTestLoader(dir, nil)
+	content := func(file int) string {
+		var b strings.Builder
+		for i := range 1 + rng.IntN(3) {
+			if rng.IntN(5) == 0 {
+				b.WriteString(deployment + "---\n")
+			}
+			w := 80 - 10*rng.IntN(3)
+			vs := strings.Replace(withWeights(w, 100-w), "name: reviews", fmt.Sprintf("name: f%d-vs%d", file, i), 1)
+			b.WriteString(vs + "---\n")
+		}
+		return b.String()
+	}
+	name := func(file int) string { return fmt.Sprintf("d%d/f%d.yaml", file%2, file) }
+	replayed := 0
+	for round := range 60 {
+		for range 1 + rng.IntN(2) {
+			f := rng.IntN(6)
+			path := filepath.Join(dir, filepath.FromSlash(name(f)))
+			switch rng.IntN(4) {
+			case 0:
+				_ = os.Remove(path)
+			case 1:
+				// Rename to another file's name (its objects move).
+				g := rng.IntN(6)
+				if _, err := os.Stat(path); err == nil && g != f {
+					_ = os.Remove(filepath.Join(dir, filepath.FromSlash(name(g))))
+					writeFile(t, dir, name(g), content(g))
+					_ = os.Remove(path)
+				}
+			default:
+				writeFile(t, dir, name(f), content(f))
+				if rng.IntN(2) == 0 {
+					age(t, dir, name(f), old)
+				}
+			}
+		}
+		got := load(t, l)
+		replayed += got.Replayed
+		if len(got.Errors) != 0 {
+			t.Fatalf("round %d: errors %q", round, errorTexts(got))
+		}
+		sameSnapshot(t, fmt.Sprintf("round %d", round), got, mustLoad(t, dir))
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	if replayed == 0 {
+		t.Error("no file was replayed")
 	}
 }
