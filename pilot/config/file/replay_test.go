@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
