@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,6 +58,11 @@ type Snapshot struct {
 	// Decoded counts the documents decoded in this read; the others were
 	// unchanged since the previous read, whose outcome is reused.
 	Decoded int
+	// Replayed counts the files of Files not read again: their identity
+	// (device, inode, size, modification and change times) was that of the
+	// previous clean read, made more than two seconds after their last
+	// change, so its outcome is reused.
+	Replayed int
 	// UnsupportedFields counts the fields set in Configs that meshpilot
 	// does not (or only partly) carry out (support.Check), for the gauge
 	// meshpilot_config_unsupported_fields.
@@ -145,15 +151,42 @@ type index struct {
 	// outcomes holds the documents that gave no object (empty, ignored or
 	// in error), so an unchanged one is not decoded again.
 	outcomes map[outcomeKey]parsed
+	// files holds the clean reads of this load, by file, to replay at the
+	// next load when the file's identity is unchanged.
+	files map[string]*fileRead
+	// sorted holds the served objects of Istio kinds (config set) sorted
+	// by kind, namespace and name.
+	sorted []*object
 }
 
-func newIndex() *index {
+// fileRead is what a clean read of one file (no error, nothing retained)
+// gave, enough to replay it without reading the file again.
+type fileRead struct {
+	id fileID
+	// trusted is false when the read was racy: the file is read again.
+	trusted  bool
+	cands    []candidate
+	outcomes []outcomeEntry
+	ignored  int
+}
+
+type outcomeEntry struct {
+	key outcomeKey
+	p   parsed
+}
+
+func newIndex() *index { return newIndexLike(&index{}) }
+
+// newIndexLike returns an empty index with room for as many entries as
+// prev has: a reload mostly holds the same objects.
+func newIndexLike(prev *index) *index {
 	return &index{
-		byKey:    map[objKey]*object{},
-		byFile:   map[string][]*object{},
-		byHash:   map[string]*object{},
-		source:   map[*object]docRef{},
-		outcomes: map[outcomeKey]parsed{},
+		byKey:    make(map[objKey]*object, len(prev.byKey)),
+		byFile:   make(map[string][]*object, len(prev.byFile)),
+		byHash:   make(map[string]*object, len(prev.byHash)),
+		source:   make(map[*object]docRef, len(prev.source)),
+		outcomes: make(map[outcomeKey]parsed, len(prev.outcomes)),
+		files:    make(map[string]*fileRead, len(prev.files)),
 	}
 }
 
@@ -170,7 +203,8 @@ func (l *Loader) Load() (*Snapshot, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &read{maxFileSize: l.opts.MaxFileSize, validator: l.opts.Validator, prev: l.last, cur: newIndex(), snap: &Snapshot{Errors: fileErrs}}
+	r := &read{maxFileSize: l.opts.MaxFileSize, validator: l.opts.Validator, prev: l.last, cur: newIndexLike(l.last), snap: &Snapshot{Errors: fileErrs}, now: time.Now(),
+		cands: make([]candidate, 0, len(l.last.byHash))}
 	for _, e := range fileErrs {
 		r.retainUnder(e.File)
 	}
@@ -181,10 +215,10 @@ func (l *Loader) Load() (*Snapshot, error) {
 	l.last = r.cur
 	snap := r.finish()
 	l.logErrors(snap.Errors)
-	snap.UnsupportedFields = l.reportUnsupported(snap.Configs)
+	snap.UnsupportedFields = l.reportUnsupported(r.prev, r.cur)
 	l.log.Debug("config directory loaded", "dir", l.dir, "files", snap.Files, "configs", len(snap.Configs),
 		"services", len(snap.Kube.Services), "pods", len(snap.Kube.Pods), "secrets", len(snap.Secrets),
-		"ignored", snap.Ignored, "decoded", snap.Decoded, "errors", len(snap.Errors))
+		"ignored", snap.Ignored, "decoded", snap.Decoded, "replayed", snap.Replayed, "errors", len(snap.Errors))
 	return snap, nil
 }
 
@@ -230,14 +264,28 @@ func (l *Loader) logErrors(errs []*DocError) {
 }
 
 // reportUnsupported logs, once per object version (its content hash), the
-// fields of configs meshpilot does not carry out, and returns their count.
-func (l *Loader) reportUnsupported(configs []model.Config) int {
-	objs := make([]support.Object, len(configs))
-	for i, c := range configs {
-		objs[i] = support.Object{Kind: string(c.Kind), Namespace: c.Namespace, Name: c.Name,
-			Version: c.ResourceVersion, Source: c.Source, Spec: c.Spec}
+// fields of the configs served by cur that meshpilot does not carry out,
+// and returns their count. Only the configs that are not the very objects
+// prev served are checked, and those prev served and cur does not are
+// forgotten: the reporter holds the others already.
+func (l *Loader) reportUnsupported(prev, cur *index) int {
+	for k, o := range cur.byKey {
+		if o.config == nil || prev.byKey[k] == o {
+			continue
+		}
+		c := o.config
+		l.unsupported.Accept(support.Object{Kind: string(c.Kind), Namespace: c.Namespace, Name: c.Name,
+			Version: c.ResourceVersion, Source: c.Source, Spec: c.Spec})
 	}
-	return l.unsupported.Replace(objs)
+	for k, o := range prev.byKey {
+		if o.config == nil {
+			continue
+		}
+		if now := cur.byKey[k]; now == nil || now.config == nil {
+			l.unsupported.Remove(k.kind, k.namespace, k.name)
+		}
+	}
+	return l.unsupported.Total()
 }
 
 type namespacedName interface {

@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -25,6 +27,10 @@ type read struct {
 	prev, cur   *index
 	snap        *Snapshot
 	cands       []candidate
+	// outcomes collects the outcomes the current file's documents stored.
+	outcomes []outcomeEntry
+	// now is when the load started, to tell racy reads.
+	now time.Time
 }
 
 // candidate is an object a document defines, or, retained, the last good
@@ -49,13 +55,20 @@ const (
 // document in error, the objects it defined at the previous read stay,
 // except those its good documents define anew.
 func (r *read) file(dir, rel string) {
-	data, err := readFile(filepath.Join(dir, filepath.FromSlash(rel)), r.maxFileSize)
+	path := filepath.Join(dir, filepath.FromSlash(rel))
+	if r.replay(path, rel) {
+		return
+	}
+	data, info, err := readFile(path, r.maxFileSize)
 	if err != nil {
 		n := r.retainFile(rel, nil)
 		r.snap.Errors = append(r.snap.Errors, &DocError{File: rel, Index: -1, Err: fmt.Errorf("%w%s", err, keeping(n))})
 		return
 	}
 	r.snap.Files++
+	errs, cands, ignored := len(r.snap.Errors), len(r.cands), r.snap.Ignored
+	r.outcomes = r.outcomes[:0]
+	defer func() { r.record(rel, info, errs, cands, ignored) }()
 	defined := map[objKey]bool{}
 	failed, content := false, false
 	line := 1
@@ -99,29 +112,78 @@ func keeping(n int) string {
 	return fmt.Sprintf("; keeping the %d objects it defined", n)
 }
 
-// readFile reads a file of at most limit bytes.
-func readFile(path string, limit int64) ([]byte, error) {
+// readFile reads a file of at most limit bytes. It returns the file's
+// information as of before the read, so a change during the read shows
+// at the next stat.
+func readFile(path string, limit int64) ([]byte, fs.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read: %w", err)
+		return nil, nil, fmt.Errorf("read: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("read: %w", err)
+		return nil, nil, fmt.Errorf("read: %w", err)
 	}
 	if st.Size() > limit {
-		return nil, fmt.Errorf("file is %d bytes, over the %d-byte limit", st.Size(), limit)
+		return nil, nil, fmt.Errorf("file is %d bytes, over the %d-byte limit", st.Size(), limit)
 	}
 	// Room for the whole file and a read that finds its end.
 	buf := bytes.NewBuffer(make([]byte, 0, st.Size()+bytes.MinRead))
 	if _, err := buf.ReadFrom(io.LimitReader(f, limit+1)); err != nil {
-		return nil, fmt.Errorf("read: %w", err)
+		return nil, nil, fmt.Errorf("read: %w", err)
 	}
 	if int64(buf.Len()) > limit {
-		return nil, fmt.Errorf("file grew past the %d-byte limit while being read", limit)
+		return nil, nil, fmt.Errorf("file grew past the %d-byte limit while being read", limit)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), st, nil
+}
+
+// replay offers again what the previous read of rel gave when that read was
+// clean and trusted and the file's identity (through symlinks) is the same,
+// and reports whether it did. The file is then not read.
+func (r *read) replay(path, rel string) bool {
+	prev := r.prev.files[rel]
+	if prev == nil || !prev.trusted {
+		return false
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if id, ok := identify(info, r.now); !ok || id != prev.id {
+		return false
+	}
+	r.snap.Files++
+	r.snap.Replayed++
+	r.snap.Ignored += prev.ignored
+	for _, c := range prev.cands {
+		r.candidate(c.obj, c.ref, false)
+	}
+	for _, e := range prev.outcomes {
+		r.cur.outcomes[e.key] = e.p
+	}
+	r.cur.files[rel] = prev
+	return true
+}
+
+// record keeps the read of rel for replay when it was clean: it added no
+// error and retained no object (errs and cands are the lengths of the
+// snapshot's errors and of the candidates before the file, ignored the
+// ignored count).
+func (r *read) record(rel string, info fs.FileInfo, errs, cands, ignored int) {
+	if len(r.snap.Errors) != errs {
+		return
+	}
+	added := r.cands[cands:]
+	for _, c := range added {
+		if c.retained {
+			return
+		}
+	}
+	id, trusted := identify(info, r.now)
+	r.cur.files[rel] = &fileRead{id: id, trusted: trusted, cands: slices.Clone(added),
+		outcomes: slices.Clone(r.outcomes), ignored: r.snap.Ignored - ignored}
 }
 
 // doc reads one document; line is where it starts in its file. Unchanged
@@ -142,9 +204,11 @@ func (r *read) doc(ref docRef, doc []byte, line int) (outcome, objKey) {
 	switch {
 	case p.empty:
 		r.cur.outcomes[ok] = p
+		r.outcomes = append(r.outcomes, outcomeEntry{ok, p})
 		return outcomeEmpty, objKey{}
 	case p.ignored:
 		r.cur.outcomes[ok] = p
+		r.outcomes = append(r.outcomes, outcomeEntry{ok, p})
 		r.snap.Ignored++
 		return outcomeIgnored, objKey{}
 	case len(p.errs) > 0:
@@ -228,18 +292,38 @@ func (r *read) reuse(o *object, ref docRef) *object {
 // resolve serves one candidate per key and reports the other documents
 // defining the key as duplicates of it.
 func (r *read) resolve() {
-	byKey := map[objKey][]candidate{}
-	var keys []objKey
-	for _, c := range r.cands {
+	// first holds each key's first candidate, next chains the others: one
+	// map entry a key and no slice for the (usual) single candidate.
+	first := make(map[objKey]int32, len(r.prev.byKey))
+	next := make([]int32, len(r.cands))
+	last := make([]int32, len(r.cands))
+	var keys []int32
+	for i, c := range r.cands {
+		next[i] = -1
 		k := c.obj.key()
-		if _, seen := byKey[k]; !seen {
-			keys = append(keys, k)
+		f, seen := first[k]
+		if !seen {
+			first[k] = int32(i)
+			last[i] = int32(i)
+			keys = append(keys, int32(i))
+			continue
 		}
-		byKey[k] = append(byKey[k], c)
+		next[last[f]] = int32(i)
+		last[f] = int32(i)
 	}
-	for _, k := range keys {
-		cands := byKey[k]
-		w := slices.MinFunc(cands, r.preferred(k))
+	var cands []candidate
+	for _, f := range keys {
+		w := r.cands[f]
+		k := w.obj.key()
+		if next[f] < 0 {
+			r.serve(k, w)
+			continue
+		}
+		cands = cands[:0]
+		for i := f; i >= 0; i = next[i] {
+			cands = append(cands, r.cands[i])
+		}
+		w = slices.MinFunc(cands, r.preferred(k))
 		for _, c := range cands {
 			if c.retained || c.ref == w.ref {
 				continue
@@ -249,10 +333,15 @@ func (r *read) resolve() {
 				Err: fmt.Errorf("duplicate %s %s/%s: already defined in %s#%d",
 					clip(k.kind, maxHeaderValue), clip(k.namespace, maxHeaderValue), clip(k.name, maxHeaderValue), w.ref.file, w.ref.index)})
 		}
-		r.cur.byKey[k] = w.obj
-		r.cur.byFile[w.ref.file] = append(r.cur.byFile[w.ref.file], w.obj)
-		r.cur.source[w.obj] = w.ref
+		r.serve(k, w)
 	}
+}
+
+// serve makes w the object served for k.
+func (r *read) serve(k objKey, w candidate) {
+	r.cur.byKey[k] = w.obj
+	r.cur.byFile[w.ref.file] = append(r.cur.byFile[w.ref.file], w.obj)
+	r.cur.source[w.obj] = w.ref
 }
 
 // preferred orders the candidates for key k, the one to serve first: from
@@ -281,9 +370,14 @@ func (r *read) preferred(k objKey) func(a, b candidate) int {
 // finish assembles the snapshot from the objects of the read.
 func (r *read) finish() *Snapshot {
 	s := r.snap
-	for _, o := range r.cur.byKey {
+	// The configs the previous read served are in r.prev.sorted: merge
+	// those still served with the new ones, sorted, rather than sort all.
+	var fresh []*object
+	for k, o := range r.cur.byKey {
 		if o.config != nil {
-			s.Configs = append(s.Configs, *o.config)
+			if r.prev.byKey[k] != o {
+				fresh = append(fresh, o)
+			}
 			continue
 		}
 		switch obj := o.kube.(type) {
@@ -301,9 +395,26 @@ func (r *read) finish() *Snapshot {
 			s.Kube.EndpointSlices = append(s.Kube.EndpointSlices, obj)
 		}
 	}
-	slices.SortFunc(s.Configs, func(a, b model.Config) int {
-		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	slices.SortFunc(fresh, compareObjects)
+	sorted := make([]*object, 0, len(r.cur.byKey))
+	for _, o := range r.prev.sorted {
+		if _, served := r.cur.source[o]; !served {
+			continue
+		}
+		for len(fresh) > 0 && compareObjects(fresh[0], o) < 0 {
+			sorted = append(sorted, fresh[0])
+			fresh = fresh[1:]
+		}
+		sorted = append(sorted, o)
+	}
+	sorted = append(sorted, fresh...)
+	r.cur.sorted = sorted
+	if len(sorted) > 0 {
+		s.Configs = make([]model.Config, len(sorted))
+		for i, o := range sorted {
+			s.Configs[i] = *o.config
+		}
+	}
 	sortKube(s.Kube.Services)
 	sortKube(s.Kube.Endpoints)
 	sortKube(s.Kube.Pods)
@@ -314,4 +425,9 @@ func (r *read) finish() *Snapshot {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))
 	})
 	return s
+}
+
+// compareObjects orders objects by kind, namespace and name.
+func compareObjects(a, b *object) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 }
