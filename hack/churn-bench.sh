@@ -9,6 +9,7 @@
 #
 #   TASKSET=1 hack/churn-bench.sh 1
 #   PROXIES=200 RATE=300 DURATION=20s hack/churn-bench.sh 1
+#   TOOLPROF=1 hack/churn-bench.sh 1   # pilot-load's CPU profile (JSON.tool.pprof)
 #
 # Target (issue 17): EDS p99 <= 1 s; server <= 0.5 core average; no full
 # push caused by endpoints alone.
@@ -33,7 +34,7 @@ for run in $(seq 1 "$runs"); do
   load run --xds "$xds_addr" --proxies "$proxies" --conns "$conns" --delta --types "${TYPES:-cds,eds,lds,rds}" \
     --namespaces "$namespaces" --pid "$pid" --json "$json" --timeout "${TIMEOUT:-2m}" \
     --churn-deployments "$deployments" --churn-pods "$pods" --churn-rate "$rate" --churn-duration "$duration" \
-    ${LIMIT:+--churn-limit "$LIMIT"} --metrics "$metrics_url" --kubeconfig "$kubeconfig" \
+    ${LIMIT:+--churn-limit "$LIMIT"} ${TOOLPROF:+--cpuprofile "$json.tool.pprof"} --metrics "$metrics_url" --kubeconfig "$kubeconfig" \
     --log_output_level default:warn || echo "run $run: not every proxy converged"
   stop "$pid"
   stop "$kpid"
