@@ -149,6 +149,35 @@ func TestRollingRestartIsEndpointOnly(t *testing.T) {
 		})
 	}
 	converged("start")
+	// Endpoints carry their pod's service account, and the set of them
+	// shapes the clusters (SANs): a slice seen before its pods (the
+	// informers are independent; under load the pods' can lag) gives
+	// endpoints none, and the pods' arrival is then a cluster change, a
+	// full push. So before counting builds, wait for every endpoint to
+	// carry its account, then push a marker Service through: once the
+	// client holds its cluster, whatever full push was pending is done.
+	waitUntil(t, "endpoints carrying their pods' service account", func() error {
+		for _, h := range []string{"api." + rollNS + ".svc.cluster.local", dbHeadless} {
+			eps := srv.Discovery().PushContext().Endpoints.Endpoints(h)
+			if len(eps) == 0 {
+				return fmt.Errorf("%s has no endpoints", h)
+			}
+			for _, e := range eps {
+				if e.ServiceAccount != "web" { // runningPod's account
+					return fmt.Errorf("%s endpoint %s has service account %q", h, e.Address, e.ServiceAccount)
+				}
+			}
+		}
+		return nil
+	})
+	mustCreate(t, "service marker", c.CoreV1().Services(rollNS).Create, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "marker", Namespace: rollNS},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "tcp", Port: 9999}}},
+	})
+	bootstraptest.WaitClient(t, client, "the marker Service's cluster", func(c *adsc.Client) bool {
+		_, ok := c.Resources(model.ClusterType)["outbound|9999||marker."+rollNS+".svc.cluster.local"]
+		return ok
+	})
 
 	pc := srv.Discovery().PushContext()
 	builds := bootstraptest.MetricValue(t, srv, "pilot_pushcontext_init_seconds_count")
