@@ -159,19 +159,7 @@ pilot_xds_pushes{type="eds",x="a}b"} 5.5
 func TestEDSWatchTimesEachSubscribedProxyOnce(t *testing.T) {
 	const cluster = "outbound|80||svc-0.ns-0.svc.cluster.local"
 	cla := func(addrs ...string) map[string]*anypb.Any {
-		c := &endpointv3.ClusterLoadAssignment{ClusterName: cluster}
-		for _, a := range addrs {
-			c.Endpoints = append(c.Endpoints, &endpointv3.LocalityLbEndpoints{LbEndpoints: []*endpointv3.LbEndpoint{{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: &corev3.Address{
-					Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: a, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8080}}},
-				}}},
-			}}})
-		}
-		a, err := anypb.New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return map[string]*anypb.Any{cluster: a}
+		return map[string]*anypb.Any{cluster: testAssignment(t, cluster, addrs...)}
 	}
 	w := newEDSWatch()
 	w.observe(0, cla("100.64.0.1")) // nothing watched yet: ignored
