@@ -167,7 +167,11 @@ func (s *yamlScanner) startLine(p int) bool {
 			return false
 		default:
 			s.skipping = false
-			s.blockLine(indent, rest)
+			if !s.blockLine(indent, rest) {
+				s.incomplete = true
+				s.pos = len(s.doc)
+				return false
+			}
 			s.lineStart, s.pos = p, p+indent
 			s.expect, s.ownerCol, s.propsCol = true, -1, -1
 			if indent == 0 && s.topLevel != nil {
@@ -183,8 +187,9 @@ func (s *yamlScanner) startLine(p int) bool {
 
 // blockLine ends the block collections a line indented at indent leaves,
 // and starts the node a pending anchor at the end of the previous line
-// marks; rest is the line after its indentation.
-func (s *yamlScanner) blockLine(indent int, rest []byte) {
+// marks; rest is the line after its indentation. It returns false when the
+// scan cannot follow the document from this line.
+func (s *yamlScanner) blockLine(indent int, rest []byte) bool {
 	for len(s.open) > 0 {
 		top := s.open[len(s.open)-1]
 		if top.depth != 0 || top.col < indent {
@@ -197,14 +202,19 @@ func (s *yamlScanner) blockLine(indent int, rest []byte) {
 		switch {
 		case indent > s.pending.col:
 			s.openAnchor(0, s.pending.col)
-		case indent == s.pending.col && rest[0] == '-' && (len(rest) == 1 || isBlank(rest[1])):
-			// A sequence at the key's indentation, or the next entry of
-			// the anchor's own sequence: the node cannot be placed.
-			s.pending = pendingAnchor{}
+		case indent <= s.pending.col && rest[0] == '-' && (len(rest) == 1 || isBlank(rest[1])):
+			// A sequence at or left of the anchor: a compact sequence
+			// value of an outer key, or the next entry of the anchor's own
+			// sequence. The node cannot be placed, and an alias to it in
+			// what follows could be counted wrong (fuzzed: "k:\n &p\n- *p"
+			// anchors the sequence that holds its own alias). Stop: the
+			// bound so far holds, and the exact measure follows it.
+			return false
 		default:
 			s.node(1) // an empty node
 		}
 	}
+	return true
 }
 
 // endLine notes, at a line break in block context, what the next line may
