@@ -52,6 +52,11 @@ type Meta struct {
 type Config struct {
 	Meta
 	Spec proto.Message
+	// Status is the part of the object's status the model reads: for a
+	// WorkloadEntry from Kubernetes, an IstioStatus holding its Healthy
+	// condition alone (auto-registration writes it); nil otherwise, so
+	// that status writes of other conditions change nothing here.
+	Status proto.Message
 }
 
 // Key returns the ConfigKey of the object.

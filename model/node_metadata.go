@@ -26,6 +26,8 @@ const (
 	keyPodPorts         = "POD_PORTS"
 	keyDNSCapture       = "DNS_CAPTURE"
 	keyDNSAutoAllocate  = "DNS_AUTO_ALLOCATE"
+	keyAutoRegister     = "AUTO_REGISTER_GROUP"
+	keyNetwork          = "NETWORK"
 )
 
 // decodeMetadata fills m from the node's metadata, reading only the keys
@@ -39,7 +41,7 @@ func decodeMetadata(fields map[string]*structpb.Value, m *NodeMetadata) error {
 		{keyNamespace, &m.Namespace}, {keyServiceAccount, &m.ServiceAccount}, {keyClusterID, &m.ClusterID},
 		{keyIstioVersion, &m.IstioVersion}, {keyInterceptionMode, &m.InterceptionMode},
 		{keyWorkloadName, &m.WorkloadName}, {keyGenerator, &m.Generator}, {keyMeshID, &m.MeshID},
-		{keyPodPorts, &m.PodPorts},
+		{keyPodPorts, &m.PodPorts}, {keyAutoRegister, &m.AutoRegisterGroup}, {keyNetwork, &m.Network},
 	}
 	for _, f := range strs {
 		s, err := stringValue(fields[f.key])

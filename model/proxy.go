@@ -36,6 +36,11 @@ type NodeMetadata struct {
 	Generator        string            // GENERATOR
 	MeshID           string            // MESH_ID
 	PodPorts         string            // POD_PORTS
+	// AutoRegisterGroup names the WorkloadGroup, in the proxy's namespace,
+	// of a VM that asks to be registered (ISTIO_META_AUTO_REGISTER_GROUP).
+	AutoRegisterGroup string // AUTO_REGISTER_GROUP
+	// Network is the proxy's network (ISTIO_META_NETWORK).
+	Network string // NETWORK
 	// DNSCapture is set when the agent captures the pod's DNS and answers
 	// from the NameTable (ISTIO_META_DNS_CAPTURE=true).
 	DNSCapture bool // DNS_CAPTURE

@@ -160,6 +160,10 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 	if s.opts.VerifiedIdentity != nil {
 		proxy.VerifiedIdentity = s.opts.VerifiedIdentity(ctx)
 	}
+	connectedAt := time.Now()
+	if err := s.workloadConnect(ctx, proxy, connectedAt); err != nil {
+		return nil, err
+	}
 	num := s.connSeq.Add(1)
 	id := fmt.Sprintf("%s.%s-%d", proxy.PodName, proxy.Namespace, num)
 	version := s.versions.label(proxy.Metadata.IstioVersion)
@@ -169,7 +173,7 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 		num:         num,
 		proxy:       proxy,
 		delta:       delta,
-		connectedAt: time.Now(),
+		connectedAt: connectedAt,
 		version:     version,
 		log:         clientlog.Limited(s.log.With(clientlog.String("conn", id))),
 		kick:        make(chan struct{}, 1),
@@ -198,6 +202,9 @@ func (s *DiscoveryServer) disconnect(c *Connection) {
 	s.removeConnection(c)
 	c.statusDisconnected()
 	s.rolloutDisconnected(c)
+	if h := s.opts.Workloads; h != nil {
+		h.OnDisconnect(c.proxy, c.connectedAt)
+	}
 	clientlog.Flush(context.Background(), c.log)
 	c.log.Info("proxy disconnected")
 }

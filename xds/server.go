@@ -69,6 +69,9 @@ type Options struct {
 	// interceptor authenticated for the stream (nil when none); it becomes
 	// the connection's Proxy.VerifiedIdentity after Authorize admitted it.
 	VerifiedIdentity func(ctx context.Context) *model.VerifiedIdentity
+	// Workloads, when set, is told of proxies connecting and disconnecting
+	// and of the health they report (WorkloadEntry auto-registration).
+	Workloads WorkloadHooks
 	// InstanceID names this replica in the control_plane identifier of
 	// every response (controlplane.go): the pod name; empty takes the host name.
 	InstanceID string

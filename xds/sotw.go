@@ -43,6 +43,10 @@ func (c *Connection) handleSotW(stream sotwStream, req *discovery.DiscoveryReque
 	if typeURL == "" {
 		return status.Error(codes.InvalidArgument, "request: type_url: missing")
 	}
+	if typeURL == HealthInfoType {
+		c.handleHealth(req.GetErrorDetail() == nil, req.GetErrorDetail().GetMessage())
+		return nil
+	}
 	if c.generator(typeURL) == nil {
 		c.log.Warn("request for a type with no generator ignored", clientlog.String("type", typeURL))
 		return nil

@@ -48,9 +48,22 @@ func newProxyCommand(stdout, stderr io.Writer, getenv func(string) string, envir
 			if len(args) == 1 {
 				proxyType = args[0]
 			}
-			cfg, err := config.FromEnv(proxyType, getenv, environ())
+			env := environ()
+			// On a VM installed by Istio's guide, cluster.env and mesh.yaml
+			// stand in for what the injector gives a pod.
+			vm, onVM, err := config.ReadVMFiles(".")
 			if err != nil {
 				return err
+			}
+			if onVM {
+				env = vm.Environ(env)
+			}
+			cfg, err := config.FromEnv(proxyType, getenv, env)
+			if err != nil {
+				return err
+			}
+			if onVM {
+				vm.ApplyRootCert(cfg)
 			}
 			if f.domain != "" {
 				cfg.DNSDomain = f.domain
@@ -69,6 +82,10 @@ func newProxyCommand(stdout, stderr io.Writer, getenv func(string) string, envir
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if onVM {
+				log.Info("running on a VM: read Istio's VM files", "cluster_env", config.VMClusterEnvFile,
+					"mesh_config", vm.ProxyConfig != "", "root_cert", cfg.RootCertFile)
+			}
 			log.Info("pilot-agent starting", "node", cfg.NodeID(), "identity", cfg.SPIFFEID(),
 				"discovery", cfg.DiscoveryAddress, "envoy", !cfg.DisableEnvoy, "version", version.Info())
 			return a.Run(ctx)

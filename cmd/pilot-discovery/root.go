@@ -135,6 +135,7 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		{"PILOT_XDS_SEND_TIMEOUT", &opts.SendTimeout},
 		{"DEFAULT_WORKLOAD_CERT_TTL", &opts.CA.Policy.DefaultTTL}, {"MAX_WORKLOAD_CERT_TTL", &opts.CA.Policy.MaxTTL},
 		{"CITADEL_SELF_SIGNED_CA_CERT_TTL", &opts.CA.SelfSignedTTL},
+		{"PILOT_WORKLOAD_ENTRY_GRACE_PERIOD", &opts.WorkloadEntryGracePeriod},
 	}
 	for _, d := range durations {
 		if v := getenv(d.name); v != "" {
@@ -151,7 +152,8 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 	}{{"PILOT_ENABLE_EDS_DEBOUNCE", &opts.EnableEDSDebounce}, {"XDS_AUTH", &opts.CA.XDSAuth},
 		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}, {"ENABLE_DEBUG_ON_HTTP", &opts.EnableDebugOnHTTP},
 		{"ENABLE_NATIVE_SIDECARS", &opts.NativeSidecars},
-		{"PILOT_ENABLE_CONFIG_STATUS", &opts.ConfigStatus}, {"PILOT_ENABLE_STATUS", &opts.WriteStatus}}
+		{"PILOT_ENABLE_CONFIG_STATUS", &opts.ConfigStatus}, {"PILOT_ENABLE_STATUS", &opts.WriteStatus},
+		{"PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION", &opts.AutoRegistration}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshpilot/meshpilot/pilot/autoregistration"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/xds"
 )
@@ -107,6 +108,13 @@ type Options struct {
 	// configkube.DefaultStatusQPS and DefaultStatusBurst.
 	StatusQPS   float64
 	StatusBurst int
+	// AutoRegistration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION,
+	// default true as in Istio) registers proxies naming a WorkloadGroup as
+	// WorkloadEntries in Kubernetes mode (pilot/autoregistration);
+	// WorkloadEntryGracePeriod (PILOT_WORKLOAD_ENTRY_GRACE_PERIOD, 10 s) is
+	// how long a disconnected one is kept for it to reconnect.
+	AutoRegistration         bool
+	WorkloadEntryGracePeriod time.Duration
 	// Keepalive are the gRPC servers' keepalive settings, max connection
 	// age included (istiod's --keepalive* flags).
 	Keepalive KeepaliveOptions
@@ -137,7 +145,10 @@ func DefaultOptions() Options {
 		GatewayCredentials: true,
 		NativeSidecars:     true,
 		ConfigStatus:       true,
+		AutoRegistration:   true,
 		Keepalive:          DefaultKeepaliveOptions(),
+
+		WorkloadEntryGracePeriod: autoregistration.DefaultGracePeriod,
 	}
 }
 
@@ -166,6 +177,9 @@ func (o *Options) validate() error {
 	}
 	if o.SendTimeout < 0 {
 		return fmt.Errorf("PILOT_XDS_SEND_TIMEOUT: %v must not be negative (0 waits forever)", o.SendTimeout)
+	}
+	if o.WorkloadEntryGracePeriod < 0 {
+		return fmt.Errorf("PILOT_WORKLOAD_ENTRY_GRACE_PERIOD: %v must not be negative", o.WorkloadEntryGracePeriod)
 	}
 	if o.Domain == "" {
 		return fmt.Errorf("--domain must not be empty")

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/autoregistration"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 	"github.com/meshpilot/meshpilot/pilot/config/secrets"
@@ -56,6 +57,8 @@ type Server struct {
 	// credentials off were logged.
 	secrets          *secrets.Source
 	warnedSecretsOff bool
+	// autoReg registers VMs as WorkloadEntries (nil in file mode or off).
+	autoReg *autoregistration.Controller
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -127,10 +130,15 @@ func NewServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	autoReg, workloads, err := newAutoRegistration(opts, sources.kube, reg, log)
+	if err != nil {
+		return nil, err
+	}
 	var s *Server
 	ds := xds.NewDiscoveryServer(env, gens, xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		VerifiedIdentity:  verifiedIdentity,
+		Workloads:         workloads,
 		InstanceID:        opts.PodName,
 		SystemNamespace:   opts.Namespace,
 		Log:               log.With("component", "xds"),
@@ -148,7 +156,7 @@ func NewServer(opts Options) (*Server, error) {
 	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
-		kube: sources.kube, secrets: sources.secrets,
+		kube: sources.kube, secrets: sources.secrets, autoReg: autoReg,
 	}
 	// One validator for the file source, the webhook and preview: one verdict.
 	validator := validation.New(validation.Options{})
@@ -229,6 +237,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.discovery.Listener(s.grpcLis)) })
 	s.goServe("push", func() error { return s.discovery.Run(ctx) })
+	if s.autoReg != nil {
+		s.goServe("auto-registration", func() error { return s.autoReg.Run(ctx) })
+	}
 	s.startStatusWriter(ctx)
 
 	if s.secure != nil {

@@ -78,8 +78,11 @@ func convertResolution(r networking.ServiceEntry_Resolution) model.Resolution {
 // Endpoints returns the endpoints of svc, one of the services Convert made
 // from cfg: the ServiceEntry's inline endpoints, then the WorkloadEntries
 // (from workloadEntries, any namespace given) in the config's namespace that
-// its workloadSelector matches. A DNS ServiceEntry with neither gets one
-// endpoint per port addressed by the host itself, which the proxy resolves.
+// its workloadSelector matches and that are Healthy (health-checked entries
+// whose proxy has not reported healthy are left out, as istiod's default
+// PILOT_SEND_UNHEALTHY_ENDPOINTS=false leaves them). A DNS ServiceEntry with
+// neither gets one endpoint per port addressed by the host itself, which the
+// proxy resolves.
 func Endpoints(cfg *model.Config, svc *model.Service, workloadEntries []model.Config) []*model.Endpoint {
 	se, ok := cfg.Spec.(*networking.ServiceEntry)
 	if !ok || se == nil {
@@ -107,6 +110,9 @@ func entryEndpoints(cfg *model.Config, se *networking.ServiceEntry, host string,
 	}
 	if se.GetWorkloadSelector() != nil {
 		for _, wc := range selected {
+			if !Healthy(wc) {
+				continue
+			}
 			out = append(out, workloadEndpoints(se, wc.Spec.(*networking.WorkloadEntry), wc.Namespace, wc.Name)...)
 		}
 	}

@@ -50,6 +50,9 @@ var (
 		{"authentication.k8s.io", []string{"tokenreviews"}, []string{"create"}},
 		{"admissionregistration.k8s.io", []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
 			[]string{"get", "list", "watch", "update", "patch"}},
+		// pilot/autoregistration: VMs' WorkloadEntries and their health.
+		{"networking.istio.io", []string{"workloadentries"}, []string{"create", "update", "delete"}},
+		{"networking.istio.io", []string{"workloadentries/status"}, []string{"update"}},
 	}
 	namespaceAccess = []grant{
 		{"coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}},

@@ -44,9 +44,10 @@ const (
 )
 
 // Kinds of the chart's other Istio CRDs. EnvoyFilter, ProxyConfig,
-// Telemetry and WasmPlugin are consumed (see model); nothing consumes
-// WorkloadGroup and TrafficExtension yet: the loader decodes and validates
-// them so that a directory holding them loads as a cluster would take it.
+// Telemetry and WasmPlugin are consumed (see model); WorkloadGroup only by
+// auto-registration, which needs Kubernetes; nothing consumes
+// TrafficExtension yet: the loader decodes and validates them so that a
+// directory holding them loads as a cluster would take it.
 const (
 	KindEnvoyFilter                 = model.KindEnvoyFilter
 	KindProxyConfig                 = model.KindProxyConfig

@@ -264,10 +264,10 @@ spec: {}
 	if len(snap.Errors) != 1 || snap.Errors[0].Error() != want {
 		t.Errorf("errors = %v, want %q", snap.Errors, want)
 	}
-	// One per object of a kind nothing reads (WorkloadGroup); EnvoyFilter,
-	// ProxyConfig, Telemetry and WasmPlugin are supported.
-	if n := snap.UnsupportedFields; n != 1 {
-		t.Errorf("UnsupportedFields = %d, want 1", n)
+	// EnvoyFilter, ProxyConfig, Telemetry and WasmPlugin are supported;
+	// WorkloadGroup is read by auto-registration (Kubernetes mode).
+	if n := snap.UnsupportedFields; n != 0 {
+		t.Errorf("UnsupportedFields = %d, want 0", n)
 	}
 	for _, c := range snap.Configs {
 		if c.Kind == model.Kind("ProxyConfig") && c.Source != "kinds.yaml#1" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
+	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
 )
 
 // kindInfo describes one watched Istio kind: its CRD, its informer and how
@@ -48,7 +49,7 @@ var kinds = []kindInfo{
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Networking().V1().WorkloadEntries().Informer()
 		},
-		converter(model.KindWorkloadEntry, func(o *networkingv1.WorkloadEntry) proto.Message { return &o.Spec })},
+		workloadEntryConverter()},
 	{model.KindVirtualService, "virtualservices.networking.istio.io",
 		func(f istioinformers.SharedInformerFactory) cache.SharedIndexInformer {
 			return f.Networking().V1().VirtualServices().Informer()
@@ -118,6 +119,20 @@ var kinds = []kindInfo{
 			return f.Extensions().V1alpha1().TrafficExtensions().Informer()
 		},
 		converter(file.KindTrafficExtension, func(o *extensionsv1alpha1.TrafficExtension) proto.Message { return &o.Spec })},
+}
+
+// workloadEntryConverter is converter for WorkloadEntries, keeping their
+// Healthy condition as the Config's Status (the one status the model
+// reads: health-checked entries leave EDS while it is not True).
+func workloadEntryConverter() func(any) (model.Config, bool) {
+	conv := converter(model.KindWorkloadEntry, func(o *networkingv1.WorkloadEntry) proto.Message { return &o.Spec })
+	return func(obj any) (model.Config, bool) {
+		cfg, ok := conv(obj)
+		if o, isEntry := obj.(*networkingv1.WorkloadEntry); ok && isEntry {
+			cfg.Status = serviceentry.HealthStatus(&o.Status)
+		}
+		return cfg, ok
+	}
 }
 
 // converter returns a conversion for objects of type T: metadata from the

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	extensions "istio.io/api/extensions/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
+	typev1beta1 "istio.io/api/type/v1beta1"
+	extensionsv1alpha1 "istio.io/client-go/pkg/apis/extensions/v1alpha1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
@@ -109,13 +112,13 @@ func TestControllerWarnsUnsupportedFields(t *testing.T) {
 
 	// A kind no generator reads is watched all the same: its object is
 	// named in a warning, not ignored in silence.
-	wg := &networkingv1.WorkloadGroup{ObjectMeta: metav1.ObjectMeta{Name: "vms", Namespace: ns},
-		Spec: networking.WorkloadGroup{Template: &networking.WorkloadEntry{ServiceAccount: "vm"}}}
-	if _, err := ic.NetworkingV1().WorkloadGroups(ns).Create(ctx, wg, metav1.CreateOptions{}); err != nil {
+	te := &extensionsv1alpha1.TrafficExtension{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: ns},
+		Spec: extensions.TrafficExtension{Selector: &typev1beta1.WorkloadSelector{MatchLabels: map[string]string{"app": "x"}}}}
+	if _, err := ic.ExtensionsV1alpha1().TrafficExtensions(ns).Create(ctx, te, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const wgLine = `msg="config field not applied" kind=WorkloadGroup namespace=unsupported name=vms field=spec.template`
-	testutil.Eventually(t, 10*time.Second, "warning for the WorkloadGroup", func() bool {
-		return strings.Contains(logs.String(), wgLine) && gauge.get() == 1
+	const teLine = `msg="config field not applied" kind=TrafficExtension namespace=unsupported name=ext field=spec.selector`
+	testutil.Eventually(t, 10*time.Second, "warning for the TrafficExtension", func() bool {
+		return strings.Contains(logs.String(), teLine) && gauge.get() == 1
 	})
 }

@@ -242,7 +242,8 @@ func (s *Store) replaceUnsorted(configs []model.Config) []model.ConfigKey {
 }
 
 func sameContent(a, b model.Config) bool {
-	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) && proto.Equal(a.Spec, b.Spec)
+	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) && proto.Equal(a.Spec, b.Spec) &&
+		proto.Equal(a.Status, b.Status)
 }
 
 func sortedList(byKey map[objectKey]model.Config) []model.Config {

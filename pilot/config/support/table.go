@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	extensions "istio.io/api/extensions/v1alpha1"
-	networking "istio.io/api/networking/v1alpha3"
 )
 
 // Notes shared by several entries.
@@ -38,8 +37,8 @@ func buildTable() map[string][]Field {
 		"EnvoyFilter":           envoyFilter(),
 		"Telemetry":             telemetryFields(),
 		"WasmPlugin":            wasmPluginFields(),
+		"WorkloadGroup":         workloadGroup(),
 		// Kinds the config sources accept and validate but no generator reads.
-		"WorkloadGroup":    unconsumed(&networking.WorkloadGroup{}),
 		"TrafficExtension": unconsumed(&extensions.TrafficExtension{}),
 	}
 	for _, fields := range t {
@@ -181,6 +180,17 @@ func workloadEntry() []Field {
 		{"spec.locality", Supported, ""},
 		{"spec.weight", Supported, ""},
 		{"spec.serviceAccount", Supported, ""},
+	}
+}
+
+// workloadGroup: read by pilot/autoregistration when a proxy connects
+// with ISTIO_META_AUTO_REGISTER_GROUP (Kubernetes mode).
+func workloadGroup() []Field {
+	const autoReg = "auto-registration (Kubernetes mode): "
+	return []Field{
+		{"spec.metadata", Supported, autoReg + "labels and annotations of the WorkloadEntries it creates"},
+		{"spec.template", Supported, autoReg + "the WorkloadEntry created for each connecting proxy (address, network, locality and labels from the proxy)"},
+		{"spec.probe", Supported, autoReg + "entries are health-checked (proxy.istio.io/health-checks-enabled): out of EDS until the proxy reports healthy over xDS; the VM's istio-agent runs the probe (meshpilot's pilot-agent does not yet)"},
 	}
 }
 

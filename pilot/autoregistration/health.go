@@ -1,0 +1,75 @@
+package autoregistration
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	metav1alpha1 "istio.io/api/meta/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
+)
+
+// updateHealth writes a health report as k's Healthy condition, unless
+// another replica now controls k or a later report was already written.
+// The condition's other fields and the status' other conditions are kept.
+func (c *Controller) updateHealth(ctx context.Context, k entryKey, h healthEvent) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	entries := c.opts.Client.NetworkingV1().WorkloadEntries(k.namespace)
+	cur, err := entries.Get(ctx, k.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Annotations[AnnotationController] != c.opts.InstanceID {
+		return nil
+	}
+	next := cur.DeepCopy()
+	cond := healthCondition(next.Status.GetConditions(), h)
+	if cond == nil {
+		return nil
+	}
+	conds := make([]*metav1alpha1.IstioCondition, 0, len(next.Status.Conditions)+1)
+	for _, other := range next.Status.Conditions {
+		if other.GetType() != serviceentry.ConditionHealthy {
+			conds = append(conds, other)
+		}
+	}
+	next.Status.Conditions = append(conds, cond)
+	if _, err := entries.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	c.opts.Log.Debug("WorkloadEntry health updated", "entry", k.String(), "healthy", h.healthy)
+	return nil
+}
+
+// healthCondition is the Healthy condition h makes of the current ones;
+// nil when the current one was probed later than h. The transition time
+// moves only when the status changes.
+func healthCondition(current []*metav1alpha1.IstioCondition, h healthEvent) *metav1alpha1.IstioCondition {
+	st := "False"
+	if h.healthy {
+		st = "True"
+	}
+	at := timestamppb.New(h.at)
+	cond := &metav1alpha1.IstioCondition{
+		Type: serviceentry.ConditionHealthy, Status: st, Message: h.message,
+		LastProbeTime: at, LastTransitionTime: at,
+	}
+	for _, old := range current {
+		if old.GetType() != serviceentry.ConditionHealthy {
+			continue
+		}
+		if old.GetLastProbeTime() != nil && old.GetLastProbeTime().AsTime().After(h.at) {
+			return nil
+		}
+		if old.GetStatus() == st && old.GetLastTransitionTime() != nil {
+			cond.LastTransitionTime = old.GetLastTransitionTime()
+		}
+	}
+	return cond
+}
