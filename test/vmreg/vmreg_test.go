@@ -6,6 +6,7 @@
 package vmreg_test
 
 import (
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -292,3 +293,23 @@ func condition(e *networkingv1.WorkloadEntry) *metav1alpha1.IstioCondition {
 
 // healthy is the status of e's Healthy condition ("" when none).
 func healthy(e *networkingv1.WorkloadEntry) string { return condition(e).GetStatus() }
+
+// TestFileModeOff: without Kubernetes there is no API to write
+// WorkloadEntries to: the server says so when it starts, and a VM naming
+// a WorkloadGroup connects, unregistered, with a log line.
+func TestFileModeOff(t *testing.T) {
+	logs := &bootstraptest.LogBuffer{}
+	opts := bootstraptest.Options(t)
+	opts.ConfigDir = t.TempDir()
+	opts.Log = bootstraptest.Logger(t, slog.LevelInfo, logs)
+	srv := bootstraptest.Start(t, opts)
+	if !strings.Contains(logs.String(), `"msg":"WorkloadEntry auto-registration off: file mode has no Kubernetes API to write WorkloadEntries to"`) {
+		t.Fatal("no log line saying auto-registration is off")
+	}
+	if _, err := connectVM(t, bootstraptest.DialSecureAs(t, srv, "vms", "billing-vm"), "vms", "billing", "10.10.0.11"); err != nil {
+		t.Fatalf("VM stream in file mode: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"proxy asks for auto-registration, which is off; it connects without a WorkloadEntry"`) {
+		t.Fatal("no log line for the VM's ignored WorkloadGroup")
+	}
+}
