@@ -55,7 +55,8 @@ type Options struct {
 	InstanceID string
 	// GracePeriod is PILOT_WORKLOAD_ENTRY_GRACE_PERIOD: how long a
 	// disconnected proxy's entry is kept for it to reconnect; zero takes
-	// DefaultGracePeriod. Entries are also swept every 10 grace periods.
+	// DefaultGracePeriod. Entries are also swept one grace period after Run
+	// starts, then every 10 grace periods.
 	GracePeriod time.Duration
 	// MaxConnectionAge is the xDS servers' max connection age: an entry
 	// still marked connected 2.25 times that long after connecting lost its
@@ -115,10 +116,12 @@ func New(opts Options) (*Controller, error) {
 }
 
 // Run handles disconnects, health reports and cleanups until ctx is done,
-// sweeping every entry every 10 grace periods for ones whose proxy is gone.
+// sweeping every entry for ones whose proxy is gone one grace period after
+// it starts (what a restarted replica's previous life left behind: the
+// config sources have synced by then), then every 10 grace periods.
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.stop()
-	sweep := time.NewTicker(10 * c.opts.GracePeriod)
+	sweep := time.NewTimer(c.opts.GracePeriod)
 	defer sweep.Stop()
 	c.opts.Log.Info("WorkloadEntry auto-registration on", "instance", c.opts.InstanceID, "grace_period", c.opts.GracePeriod)
 	for {
@@ -127,6 +130,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-sweep.C:
 			c.sweep(ctx)
+			sweep.Reset(10 * c.opts.GracePeriod)
 		case <-c.queue.kick:
 			for {
 				k, w, ok := c.queue.pop()

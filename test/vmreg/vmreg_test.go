@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/autoregistration"
 	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
@@ -312,4 +313,37 @@ func TestFileModeOff(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"proxy asks for auto-registration, which is off; it connects without a WorkloadEntry"`) {
 		t.Fatal("no log line for the VM's ignored WorkloadGroup")
 	}
+}
+
+// TestSweepOrphans: entries whose replica died are cleaned by the sweep
+// of a replica that did not register them (istiod's periodic cleanup):
+// one marked disconnected long ago is deleted; one still marked connected
+// is kept (with no max connection age its proxy may still be connected).
+func TestSweepOrphans(t *testing.T) {
+	installCRDs(t)
+	ns := newNamespace(t, "vmreg")
+	entries := istio(t).NetworkingV1().WorkloadEntries(ns)
+	orphan := func(name string, annotations map[string]string) {
+		t.Helper()
+		e := &networkingv1.WorkloadEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations}}
+		e.Spec.Address = "10.10.2.1"
+		if _, err := entries.Create(t.Context(), e, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-time.Hour).Format(time.RFC3339Nano)
+	orphan("gone", map[string]string{autoregistration.AnnotationGroup: "g", autoregistration.AnnotationController: "dead-replica",
+		autoregistration.AnnotationDisconnectedAt: long})
+	orphan("connected", map[string]string{autoregistration.AnnotationGroup: "g", autoregistration.AnnotationController: "dead-replica",
+		autoregistration.AnnotationConnectedAt: long})
+	w := watchEntry(t, ns, "gone")
+	srv, _ := startReplica(t, "meshpilot-a")
+	w.until(t, "the orphan deleted by the sweep", func(ev watch.EventType, _ *networkingv1.WorkloadEntry) bool { return ev == watch.Deleted })
+	if _, err := entries.Get(t.Context(), "connected", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the entry still marked connected: %v", err)
+	}
+	// Counted once the delete returned, which may be after the watch saw it.
+	testutil.Eventually(t, 10*time.Second, "auto_registration_deletes_total 1", func() bool {
+		return bootstraptest.MetricValue(t, srv, "auto_registration_deletes_total") == 1
+	})
 }
