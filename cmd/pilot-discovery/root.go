@@ -132,6 +132,7 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		dst  *time.Duration
 	}{
 		{"PILOT_DEBOUNCE_AFTER", &opts.DebounceAfter}, {"PILOT_DEBOUNCE_MAX", &opts.DebounceMax},
+		{"MESHPILOT_EDS_DEBOUNCE_MAX", &opts.EDSDebounceMax},
 		{"PILOT_XDS_SEND_TIMEOUT", &opts.SendTimeout},
 		{"DEFAULT_WORKLOAD_CERT_TTL", &opts.CA.Policy.DefaultTTL}, {"MAX_WORKLOAD_CERT_TTL", &opts.CA.Policy.MaxTTL},
 		{"CITADEL_SELF_SIGNED_CA_CERT_TTL", &opts.CA.SelfSignedTTL},

@@ -76,7 +76,11 @@ type Options struct {
 	// PILOT_ENABLE_EDS_DEBOUNCE, PILOT_PUSH_THROTTLE).
 	DebounceAfter, DebounceMax time.Duration
 	EnableEDSDebounce          bool
-	PushThrottle               int
+	// EDSDebounceMax (MESHPILOT_EDS_DEBOUNCE_MAX, default 500ms) caps how
+	// long an endpoint-only change waits; 0 restores istiod's behaviour,
+	// where it waits up to PILOT_DEBOUNCE_MAX (debounce.Options.EDSMax).
+	EDSDebounceMax time.Duration
+	PushThrottle   int
 	// SendTimeout is PILOT_XDS_SEND_TIMEOUT: a Send to a proxy blocked
 	// longer ends its stream; 0 waits forever, as Istio's 0. Istio's
 	// default is 0; ours is xds.DefaultSendTimeout (see xds/send.go).
@@ -131,6 +135,7 @@ func DefaultOptions() Options {
 		DebounceAfter:     100 * time.Millisecond,
 		DebounceMax:       10 * time.Second,
 		EnableEDSDebounce: true,
+		EDSDebounceMax:    xds.DefaultEDSDebounceMax,
 		PushThrottle:      100,
 		SendTimeout:       xds.DefaultSendTimeout,
 		// As istiod, which reads ingress credentials from every namespace.
@@ -160,6 +165,9 @@ func (o *Options) validate() error {
 	}
 	if o.DebounceAfter <= 0 || o.DebounceMax < o.DebounceAfter {
 		return fmt.Errorf("debounce: PILOT_DEBOUNCE_AFTER (%v) must be > 0 and <= PILOT_DEBOUNCE_MAX (%v)", o.DebounceAfter, o.DebounceMax)
+	}
+	if o.EDSDebounceMax < 0 {
+		return fmt.Errorf("MESHPILOT_EDS_DEBOUNCE_MAX: %v must not be negative (0 waits up to PILOT_DEBOUNCE_MAX, as istiod)", o.EDSDebounceMax)
 	}
 	if o.PushThrottle <= 0 {
 		return fmt.Errorf("PILOT_PUSH_THROTTLE: %d must be > 0", o.PushThrottle)

@@ -138,6 +138,7 @@ func NewServer(opts Options) (*Server, error) {
 		DebounceAfter:     opts.DebounceAfter,
 		DebounceMax:       opts.DebounceMax,
 		EnableEDSDebounce: opts.EnableEDSDebounce,
+		EDSDebounceMax:    edsDebounceMax(opts.EDSDebounceMax),
 		PushThrottle:      opts.PushThrottle,
 		SendTimeout:       sendTimeout(opts.SendTimeout),
 
@@ -167,6 +168,15 @@ func NewServer(opts Options) (*Server, error) {
 		s.webhook = s.newWebhookServing(validator)
 	}
 	return s, nil
+}
+
+// edsDebounceMax maps MESHPILOT_EDS_DEBOUNCE_MAX, where 0 means istiod's
+// behaviour, to xds.Options.EDSDebounceMax, where that is negative.
+func edsDebounceMax(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // Start listens, loads the initial config, marks the server ready and serves
