@@ -105,6 +105,11 @@ func newWithClock(opts Options, out func(*model.PushRequest), m *monitoring.Metr
 // Enqueue adds a request to the next batch. It never blocks. A request
 // without a reason counts as ReasonUnknownTrigger; nil requests and
 // requests after Run returned are dropped. req is not modified.
+//
+// The request arrives at req.Start when that is set and earlier than now:
+// the quiet period counts from when the change happened, so a source that
+// already waited for quiet (the config directory watcher) is not made to
+// wait twice.
 func (d *Debouncer) Enqueue(req *model.PushRequest) {
 	if req == nil {
 		return
@@ -118,7 +123,11 @@ func (d *Debouncer) Enqueue(req *model.PushRequest) {
 		d.mu.Unlock()
 		return
 	}
-	d.inbox = append(d.inbox, arrival{req: req, at: d.clock.Now()})
+	at := d.clock.Now()
+	if !req.Start.IsZero() && req.Start.Before(at) {
+		at = req.Start
+	}
+	d.inbox = append(d.inbox, arrival{req: req, at: at})
 	d.mu.Unlock()
 	select {
 	case d.wake <- struct{}{}:

@@ -312,6 +312,22 @@ func churn(d *Debouncer, clk *manualClock, prefix string, n int) []model.ConfigK
 	return keys
 }
 
+func TestQuietPeriodCountsFromStart(t *testing.T) {
+	clk := newManualClock()
+	rec := &recorder{}
+	d := newWithClock(Options{After: after, Max: 10 * time.Second, EDSDebounce: true}, rec.out, nil, nil, clk)
+	start(t, d)
+
+	// The change happened 80ms before it was enqueued (its source waited
+	// for quiet itself): 20ms more of quiet make it due.
+	req := full(model.ReasonConfigUpdate, "vs")
+	req.Start = clk.Now().Add(-80 * time.Millisecond)
+	d.Enqueue(req)
+	clk.Advance(20 * time.Millisecond)
+	waitFlushed(t, d, 1)
+	hasKeys(t, rec.call(t, 0), key(model.KindVirtualService, "vs"))
+}
+
 func TestEDSMaxCapsEndpointChurn(t *testing.T) {
 	clk := newManualClock()
 	rec := &recorder{}
