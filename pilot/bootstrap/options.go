@@ -77,8 +77,8 @@ type Options struct {
 	DebounceAfter, DebounceMax time.Duration
 	EnableEDSDebounce          bool
 	// EDSDebounceMax (MESHPILOT_EDS_DEBOUNCE_MAX, default 500ms) caps how
-	// long an endpoint-only change waits; 0 restores istiod's behaviour,
-	// where it waits up to PILOT_DEBOUNCE_MAX (debounce.Options.EDSMax).
+	// long an endpoint-only change waits; 0 lets it wait up to
+	// PILOT_DEBOUNCE_MAX, as in istiod (debounce.Options.EDSMax).
 	EDSDebounceMax time.Duration
 	PushThrottle   int
 	// SendTimeout is PILOT_XDS_SEND_TIMEOUT: a Send to a proxy blocked

@@ -33,7 +33,7 @@ type Options struct {
 	EDSDebounce bool
 	// EDSMax caps the wait of an endpoint-only batch when it is shorter
 	// than Max (MESHPILOT_EDS_DEBOUNCE_MAX, default DefaultEDSMax); zero
-	// leaves Max alone, which is istiod's behaviour.
+	// leaves it Max, as istiod.
 	//
 	// This is a deliberate deviation from istiod. There, endpoint changes
 	// share the full batch, and under steady churn (a rolling restart of
@@ -42,7 +42,9 @@ type Options struct {
 	// while proxies keep sending traffic to terminated pods (istio#44985).
 	// An endpoint-only push regenerates only the changed clusters'
 	// assignments, so pushing it sooner costs little; full pushes keep
-	// Istio's cap.
+	// Istio's cap. Endpoint-only requests therefore batch apart, and a
+	// full batch's quiet period counts full requests only (in istiod an
+	// endpoint event restarts it too).
 	EDSMax time.Duration
 }
 
