@@ -171,6 +171,9 @@ func externalAddresses(svc *corev1.Service) []string {
 // endpoints change, so the push is an EDS one.
 func (c *Controller) onNetworkLabel(ns string, labels map[string]string) {
 	changed, system := c.opts.Networks.OnNamespace(ns, labels)
+	if changed {
+		c.opts.Log.Info("namespace network changed", "namespace", ns, "network", labels[model.LabelTopologyNetwork], "systemNamespace", system)
+	}
 	switch {
 	case !changed:
 	case system:
