@@ -18,6 +18,7 @@ const (
 	keyInstanceIPs      = "INSTANCE_IPS"
 	keyServiceAccount   = "SERVICE_ACCOUNT"
 	keyClusterID        = "CLUSTER_ID"
+	keyNetwork          = "NETWORK"
 	keyIstioVersion     = "ISTIO_VERSION"
 	keyInterceptionMode = "INTERCEPTION_MODE"
 	keyWorkloadName     = "WORKLOAD_NAME"
@@ -37,6 +38,7 @@ func decodeMetadata(fields map[string]*structpb.Value, m *NodeMetadata) error {
 		dst *string
 	}{
 		{keyNamespace, &m.Namespace}, {keyServiceAccount, &m.ServiceAccount}, {keyClusterID, &m.ClusterID},
+		{keyNetwork, &m.Network},
 		{keyIstioVersion, &m.IstioVersion}, {keyInterceptionMode, &m.InterceptionMode},
 		{keyWorkloadName, &m.WorkloadName}, {keyGenerator, &m.Generator}, {keyMeshID, &m.MeshID},
 		{keyPodPorts, &m.PodPorts},

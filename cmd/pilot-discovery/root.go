@@ -79,6 +79,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	f.Var(byteSize{&opts.ConfigMaxFileSize}, "configMaxFileSize", "Largest file of --configDir read (bytes, or a quantity such as 512Ki or 10Mi); a larger one is reported and its objects keep their last good version")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "Use a Kubernetes configuration file instead of in-cluster configuration")
 	f.StringVar(&opts.MeshConfigFile, "meshConfig", opts.MeshConfigFile, "File name for Istio mesh configuration")
+	f.StringVar(&opts.NetworksConfigFile, "networksConfig", "./etc/istio/config/meshNetworks", "File name for Istio mesh networks configuration (meshNetworks), read at start")
 	f.StringVar(&opts.GRPCAddr, "grpcAddr", opts.GRPCAddr, "Discovery service gRPC address")
 	f.StringVar(&opts.SecureGRPCAddr, "secureGRPCAddr", opts.SecureGRPCAddr, "Discovery and CA service gRPC address over TLS (empty turns the CA off)")
 	f.StringVar(&opts.HTTPSAddr, "httpsAddr", opts.HTTPSAddr, "Admission webhooks (/validate, /inject) over TLS with the CA's certificate (empty turns them off)")

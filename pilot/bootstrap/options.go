@@ -38,6 +38,13 @@ type Options struct {
 	KubeRestConfig *rest.Config
 	// MeshConfigFile is the MeshConfig YAML; a missing file means defaults.
 	MeshConfigFile string
+	// NetworksConfigFile (--networksConfig, default
+	// ./etc/istio/config/meshNetworks as istiod's) is the meshNetworks YAML
+	// (networks, their endpoints and gateways), read once at start; empty
+	// or a missing file means none.
+	NetworksConfigFile string
+	// meshNetworks is NetworksConfigFile's content, loaded by NewServer.
+	meshNetworks *meshconfig.MeshNetworks
 	// Listen addresses: xDS plaintext (15010), readiness and debug (8080), metrics (15014).
 	GRPCAddr, HTTPAddr, MonitoringAddr string
 	// DebugAddr (--debugAddr), when set, serves /debug/* (syncz, configz,
@@ -235,6 +242,35 @@ func LoadMeshConfig(path string) (*meshconfig.MeshConfig, bool, error) {
 		}
 	}
 	return mesh, true, nil
+}
+
+// LoadMeshNetworks reads the meshNetworks YAML at path (Istio's format:
+// networks: {NAME: {endpoints: [{fromRegistry|fromCidr}], gateways:
+// [{address|registryServiceName, port}]}}). An empty path or a missing file
+// is no networks (nil); errors name the file.
+func LoadMeshNetworks(path string) (*meshconfig.MeshNetworks, error) {
+	if path == "" {
+		return nil, nil
+	}
+	raw, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mesh networks %s: %w", path, err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("mesh networks %s: %w", path, err)
+	}
+	out := &meshconfig.MeshNetworks{}
+	if string(js) == "null" {
+		return out, nil
+	}
+	if err := protojson.Unmarshal(js, out); err != nil {
+		return nil, fmt.Errorf("mesh networks %s: %w", path, err)
+	}
+	return out, nil
 }
 
 // kubeMode reports whether a Kubernetes cluster is a source.

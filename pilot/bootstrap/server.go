@@ -90,6 +90,14 @@ func NewServer(opts Options) (*Server, error) {
 	if !fromFile && !opts.kubeMode() {
 		log.Info("mesh config file not found, using defaults", "path", opts.MeshConfigFile)
 	}
+	networks, err := LoadMeshNetworks(opts.NetworksConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	if bad := kube.BadCIDRs(networks); len(bad) > 0 {
+		log.Warn("meshNetworks fromCidr entries ignored: not CIDRs", "entries", bad)
+	}
+	opts.meshNetworks = networks
 	reg := prometheus.NewRegistry()
 	metrics := monitoring.New(reg)
 
@@ -100,6 +108,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	kubeReg := kube.NewRegistryForShard(opts.Domain, sources.fileShard, endpoints, log.With("registry", "kube"))
+	kubeReg.SetNetworks(kube.NewNetworks(opts.Namespace, opts.ClusterID, networks))
 	seReg := serviceentry.NewRegistry(opts.Domain, sources.configStore, endpoints, log.With("registry", "serviceentry"))
 	if sources.kube != nil {
 		seReg.SetPods(sources.kube.registry) // with files too, apply adds theirs
@@ -111,6 +120,7 @@ func NewServer(opts Options) (*Server, error) {
 		Endpoints:        endpoints,
 		Mesh:             mesh,
 		MeshSource:       sources.meshSource(),
+		MeshNetworks:     networks,
 		DomainSuffix:     opts.Domain,
 		Secrets:          sources.secretSource(),
 		CredentialAccess: sources.credentialAccess(),
