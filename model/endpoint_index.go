@@ -194,6 +194,9 @@ func endpointEqual(a, b *Endpoint) bool {
 		len(a.Labels) != len(b.Labels) {
 		return false
 	}
+	if a.Network != b.Network {
+		return false
+	}
 	for k, v := range a.Labels {
 		if b.Labels[k] != v {
 			return false

@@ -14,7 +14,8 @@ func ServiceEqual(a, b *Service) bool {
 	return a.Hostname == b.Hostname && a.Name == b.Name && a.Namespace == b.Namespace &&
 		a.Address == b.Address && a.Resolution == b.Resolution && a.MeshExternal == b.MeshExternal &&
 		a.Registry == b.Registry && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.ExportTo, b.ExportTo) &&
-		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Selector, b.Selector) && slices.Equal(a.SubjectAltNames, b.SubjectAltNames)
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Selector, b.Selector) && slices.Equal(a.SubjectAltNames, b.SubjectAltNames) &&
+		slices.Equal(a.ExternalAddresses, b.ExternalAddresses)
 }
 
 // ApplyRegistryState moves one registry shard of idx from the services in

@@ -18,6 +18,7 @@ const (
 	keyInstanceIPs      = "INSTANCE_IPS"
 	keyServiceAccount   = "SERVICE_ACCOUNT"
 	keyClusterID        = "CLUSTER_ID"
+	keyNetwork          = "NETWORK"
 	keyIstioVersion     = "ISTIO_VERSION"
 	keyInterceptionMode = "INTERCEPTION_MODE"
 	keyWorkloadName     = "WORKLOAD_NAME"
@@ -27,7 +28,6 @@ const (
 	keyDNSCapture       = "DNS_CAPTURE"
 	keyDNSAutoAllocate  = "DNS_AUTO_ALLOCATE"
 	keyAutoRegister     = "AUTO_REGISTER_GROUP"
-	keyNetwork          = "NETWORK"
 )
 
 // decodeMetadata fills m from the node's metadata, reading only the keys
@@ -39,9 +39,10 @@ func decodeMetadata(fields map[string]*structpb.Value, m *NodeMetadata) error {
 		dst *string
 	}{
 		{keyNamespace, &m.Namespace}, {keyServiceAccount, &m.ServiceAccount}, {keyClusterID, &m.ClusterID},
+		{keyNetwork, &m.Network},
 		{keyIstioVersion, &m.IstioVersion}, {keyInterceptionMode, &m.InterceptionMode},
 		{keyWorkloadName, &m.WorkloadName}, {keyGenerator, &m.Generator}, {keyMeshID, &m.MeshID},
-		{keyPodPorts, &m.PodPorts}, {keyAutoRegister, &m.AutoRegisterGroup}, {keyNetwork, &m.Network},
+		{keyPodPorts, &m.PodPorts}, {keyAutoRegister, &m.AutoRegisterGroup},
 	}
 	for _, f := range strs {
 		s, err := stringValue(fields[f.key])

@@ -39,14 +39,15 @@ type NodeMetadata struct {
 	// AutoRegisterGroup names the WorkloadGroup, in the proxy's namespace,
 	// of a VM that asks to be registered (ISTIO_META_AUTO_REGISTER_GROUP).
 	AutoRegisterGroup string // AUTO_REGISTER_GROUP
-	// Network is the proxy's network (ISTIO_META_NETWORK).
-	Network string // NETWORK
 	// DNSCapture is set when the agent captures the pod's DNS and answers
 	// from the NameTable (ISTIO_META_DNS_CAPTURE=true).
 	DNSCapture bool // DNS_CAPTURE
 	// DNSAutoAllocate asks for auto-allocated VIPs of ServiceEntry hosts
 	// without addresses in the NameTable (ISTIO_META_DNS_AUTO_ALLOCATE=true).
 	DNSAutoAllocate bool // DNS_AUTO_ALLOCATE
+	// Network is the proxy's network (ISTIO_META_NETWORK): endpoints of
+	// other networks reach it through their east-west gateways.
+	Network string // NETWORK
 }
 
 // StringList is one of Istio's comma-separated lists ("10.0.0.1,fd00::1"),
@@ -115,6 +116,7 @@ func ParseProxy(node *corev3.Node) (*Proxy, error) {
 	if err := decodeMetadata(node.GetMetadata().GetFields(), &p.Metadata); err != nil {
 		return nil, err
 	}
+	augmentNetworkLabel(&p.Metadata)
 	p.PodName, p.Namespace, _ = strings.Cut(parts[2], ".")
 	if p.Metadata.Namespace != "" {
 		p.Namespace = p.Metadata.Namespace

@@ -23,6 +23,9 @@ type Environment struct {
 	MeshSource func() *meshconfig.MeshConfig
 	// DomainSuffix is the cluster domain ("cluster.local").
 	DomainSuffix string
+	// MeshNetworks is the meshNetworks config (networks, their endpoints
+	// and gateways); nil for none.
+	MeshNetworks *meshconfig.MeshNetworks
 	// Cache, when set, holds marshalled resources shared across proxies and
 	// pushes; PushContexts built from the environment hand it to generators.
 	Cache *XDSCache
@@ -65,6 +68,9 @@ type PushContext struct {
 	// autoVIPs are the auto-allocated addresses of services (auto_vip.go),
 	// computed once per services index.
 	autoVIPs map[string]AutoVIP
+	// networkGateways are the east-west gateways (network.go), computed
+	// once per services index.
+	networkGateways *NetworkGateways
 
 	// virtualServices by resolved host; wildcard hosts are in vsWildcard.
 	virtualServices map[string][]*Config
@@ -147,6 +153,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	case reuse && !req.Updated(KindService) && !req.Updated(KindServiceEntry) && !req.Updated(KindWorkloadEntry):
 		pc.services, pc.servicesByHost = prev.services, prev.servicesByHost
 		pc.autoVIPs = prev.autoVIPs
+		pc.networkGateways = prev.networkGateways
 		patched = map[string]struct{}{}
 	case reuse:
 		if changed, few := changedHostnames(req); few {
@@ -159,6 +166,9 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 	default:
 		pc.initServices(env)
 		pc.autoVIPs = AllocateVIPs(pc.services)
+	}
+	if pc.networkGateways == nil {
+		pc.networkGateways = BuildNetworkGateways(env.MeshNetworks, pc.services)
 	}
 	if reuse && !req.Updated(KindVirtualService) {
 		pc.virtualServices, pc.vsWildcard, pc.vsAll = prev.virtualServices, prev.vsWildcard, prev.vsAll
@@ -451,7 +461,7 @@ func Subset(dr *Config, name string) *networking.Subset {
 func (e *Environment) WithConfigStore(store ConfigStore) *Environment {
 	return &Environment{
 		ServiceDiscovery: e.ServiceDiscovery, ConfigStore: store, Endpoints: e.Endpoints,
-		Mesh: e.Mesh, MeshSource: e.MeshSource, DomainSuffix: e.DomainSuffix,
+		Mesh: e.Mesh, MeshSource: e.MeshSource, DomainSuffix: e.DomainSuffix, MeshNetworks: e.MeshNetworks,
 		Secrets: e.Secrets, CredentialAccess: e.CredentialAccess,
 	}
 }

@@ -81,6 +81,10 @@ type Service struct {
 	Registry        Registry
 	// ResourceVersion of the defining object, when known.
 	ResourceVersion string
+	// ExternalAddresses are the addresses the service is reachable at from
+	// outside its cluster (a Kubernetes Service's LoadBalancer ingress IPs
+	// and spec.externalIPs): an east-west gateway's addresses.
+	ExternalAddresses []string
 }
 
 // PortByNumber returns the port with the given number.
@@ -155,6 +159,10 @@ type Endpoint struct {
 	// when the pod's subdomain is the service), Kubernetes only: the pod is
 	// HOSTNAME.SERVICE.NS.svc.DOMAIN in DNS.
 	HostName string
+	// Network is the endpoint's network (topology.istio.io/network, "" for
+	// none): endpoints of another network than a proxy's reach it through
+	// that network's east-west gateway (see model.NetworkGateways).
+	Network string
 }
 
 // Key identifies an endpoint within a service.

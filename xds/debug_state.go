@@ -65,12 +65,14 @@ type endpointView struct {
 	Locality        string            `json:"locality,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	Healthy         bool              `json:"healthy"`
+	Network         string            `json:"network,omitempty"`
 }
 
 func newEndpointView(e *model.Endpoint) endpointView {
 	return endpointView{
 		Address: e.Address, Port: e.Port, ServicePortName: e.ServicePortName, Namespace: e.Namespace,
 		WorkloadName: e.WorkloadName, ServiceAccount: e.ServiceAccount, Locality: e.Locality, Labels: e.Labels, Healthy: e.Healthy,
+		Network: e.Network,
 	}
 }
 

@@ -31,6 +31,8 @@ const (
 	DefaultDebounceAfter = 100 * time.Millisecond
 	DefaultDebounceMax   = 10 * time.Second
 	DefaultPushThrottle  = 100
+	// DefaultEDSDebounceMax is meshpilot's MESHPILOT_EDS_DEBOUNCE_MAX.
+	DefaultEDSDebounceMax = debounce.DefaultEDSMax
 )
 
 // Options configure a DiscoveryServer. Zero durations and throttle take the defaults.
@@ -45,6 +47,11 @@ type Options struct {
 	// changes too. Istio's default is true; being a bool, the zero value is
 	// false, so start from DefaultOptions.
 	EnableEDSDebounce bool
+	// EDSDebounceMax is MESHPILOT_EDS_DEBOUNCE_MAX: the longest an
+	// endpoint-only change waits while EDS debounce is on, a deliberate
+	// deviation from istiod (debounce.Options.EDSMax says why). Zero takes
+	// debounce.DefaultEDSMax; negative waits up to DebounceMax, as istiod.
+	EDSDebounceMax time.Duration
 	// PushThrottle is PILOT_PUSH_THROTTLE: proxies whose push is generated
 	// concurrently. Sending takes no slot: a proxy that is slow to read
 	// holds none (send.go).
@@ -177,6 +184,12 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 	if opts.DebounceMax <= 0 {
 		opts.DebounceMax = DefaultDebounceMax
 	}
+	switch {
+	case opts.EDSDebounceMax == 0:
+		opts.EDSDebounceMax = debounce.DefaultEDSMax
+	case opts.EDSDebounceMax < 0:
+		opts.EDSDebounceMax = 0
+	}
 	if opts.PushThrottle <= 0 {
 		opts.PushThrottle = DefaultPushThrottle
 	}
@@ -220,6 +233,7 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 	s.cache = env.Cache
 	s.debouncer = debounce.New(debounce.Options{
 		After: opts.DebounceAfter, Max: opts.DebounceMax, EDSDebounce: opts.EnableEDSDebounce,
+		EDSMax: opts.EDSDebounceMax,
 	}, s.pushRound, opts.Metrics, opts.Log.With("component", "debounce"))
 	return s
 }

@@ -131,6 +131,7 @@ func nodeMetadata(p *model.Proxy) map[string]any {
 	put("NAMESPACE", m.Namespace)
 	put("SERVICE_ACCOUNT", m.ServiceAccount)
 	put("CLUSTER_ID", m.ClusterID)
+	put("NETWORK", m.Network)
 	put("ISTIO_VERSION", m.IstioVersion)
 	put("INTERCEPTION_MODE", m.InterceptionMode)
 	put("WORKLOAD_NAME", m.WorkloadName)

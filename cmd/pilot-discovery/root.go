@@ -79,6 +79,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 	f.Var(byteSize{&opts.ConfigMaxFileSize}, "configMaxFileSize", "Largest file of --configDir read (bytes, or a quantity such as 512Ki or 10Mi); a larger one is reported and its objects keep their last good version")
 	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "Use a Kubernetes configuration file instead of in-cluster configuration")
 	f.StringVar(&opts.MeshConfigFile, "meshConfig", opts.MeshConfigFile, "File name for Istio mesh configuration")
+	f.StringVar(&opts.NetworksConfigFile, "networksConfig", "./etc/istio/config/meshNetworks", "File name for Istio mesh networks configuration (meshNetworks), read at start")
 	f.StringVar(&opts.GRPCAddr, "grpcAddr", opts.GRPCAddr, "Discovery service gRPC address")
 	f.StringVar(&opts.SecureGRPCAddr, "secureGRPCAddr", opts.SecureGRPCAddr, "Discovery and CA service gRPC address over TLS (empty turns the CA off)")
 	f.StringVar(&opts.HTTPSAddr, "httpsAddr", opts.HTTPSAddr, "Admission webhooks (/validate, /inject) over TLS with the CA's certificate (empty turns them off)")
@@ -132,6 +133,7 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		dst  *time.Duration
 	}{
 		{"PILOT_DEBOUNCE_AFTER", &opts.DebounceAfter}, {"PILOT_DEBOUNCE_MAX", &opts.DebounceMax},
+		{"MESHPILOT_EDS_DEBOUNCE_MAX", &opts.EDSDebounceMax},
 		{"PILOT_XDS_SEND_TIMEOUT", &opts.SendTimeout},
 		{"DEFAULT_WORKLOAD_CERT_TTL", &opts.CA.Policy.DefaultTTL}, {"MAX_WORKLOAD_CERT_TTL", &opts.CA.Policy.MaxTTL},
 		{"CITADEL_SELF_SIGNED_CA_CERT_TTL", &opts.CA.SelfSignedTTL},

@@ -93,7 +93,7 @@ func TestApplyEnv(t *testing.T) {
 		"PILOT_DEBOUNCE_AFTER": "50ms", "PILOT_DEBOUNCE_MAX": "2s",
 		"PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7",
 		"PILOT_ENABLE_GATEWAY_CREDENTIALS": "false", "PILOT_XDS_SEND_TIMEOUT": "3s",
-		"ENABLE_DEBUG_ON_HTTP": "false", "REVISION": "canary",
+		"ENABLE_DEBUG_ON_HTTP": "false", "REVISION": "canary", "MESHPILOT_EDS_DEBOUNCE_MAX": "0s",
 	}
 	opts := bootstrap.DefaultOptions()
 	if !opts.GatewayCredentials || !opts.EnableDebugOnHTTP {
@@ -102,7 +102,7 @@ func TestApplyEnv(t *testing.T) {
 	if err := applyEnv(&opts, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP || opts.Revision != "canary" {
+	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP || opts.Revision != "canary" || opts.EDSDebounceMax != 0 {
 		t.Fatalf("env not applied: %+v", opts)
 	}
 	env["PILOT_DEBOUNCE_AFTER"] = "soon"
@@ -146,5 +146,8 @@ func TestDefaultsFromIstio(t *testing.T) {
 	opts := bootstrap.DefaultOptions()
 	if opts.DebounceAfter != 100*time.Millisecond || opts.DebounceMax != 10*time.Second || !opts.EnableEDSDebounce || opts.PushThrottle != 100 {
 		t.Fatalf("defaults differ from Istio's: %+v", opts)
+	}
+	if opts.EDSDebounceMax != 500*time.Millisecond {
+		t.Errorf("EDSDebounceMax = %v, want meshpilot's 500ms", opts.EDSDebounceMax)
 	}
 }

@@ -47,7 +47,13 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 		s.log.Debug("config reload changed nothing", "files", snap.Files, "configErrors", len(snap.Errors))
 		return
 	}
+	// The change happened when the watcher first saw it: the debouncer's
+	// quiet period and the convergence time count from then, so the
+	// watcher's own quiet period and this reload are not waited twice.
 	req.Start = start
+	if !snap.ChangedAt.IsZero() && snap.ChangedAt.Before(start) {
+		req.Start = snap.ChangedAt
+	}
 	s.metrics.InboundUpdates.WithLabelValues("config").Add(float64(len(changedConfigs)))
 	s.log.Info("config changed", "full", req.Full, "keys", len(req.ConfigsUpdated),
 		"configs", len(changedConfigs), "services", len(kubeChanges.Services)+len(seChanges.Services),

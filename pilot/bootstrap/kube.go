@@ -99,6 +99,7 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 	k := &kubeSources{client: client, filter: kubereg.NewNamespaceFilter(), store: memory.New(), istio: istio}
 	k.registry, err = kubereg.NewController(kubereg.ControllerOptions{
 		Client: client, Domain: opts.Domain, Endpoints: endpoints, Filter: k.filter,
+		Networks: kubereg.NewNetworks(opts.Namespace, opts.ClusterID, opts.meshNetworks),
 		OnChange: k.onRegistryChange, OnPodsChanged: k.onPodsChanged, Log: log.With("registry", "kube"),
 	})
 	if err != nil {

@@ -39,6 +39,13 @@ type Options struct {
 	KubeRestConfig *rest.Config
 	// MeshConfigFile is the MeshConfig YAML; a missing file means defaults.
 	MeshConfigFile string
+	// NetworksConfigFile (--networksConfig, default
+	// ./etc/istio/config/meshNetworks as istiod's) is the meshNetworks YAML
+	// (networks, their endpoints and gateways), read once at start; empty
+	// or a missing file means none.
+	NetworksConfigFile string
+	// meshNetworks is NetworksConfigFile's content, loaded by NewServer.
+	meshNetworks *meshconfig.MeshNetworks
 	// Listen addresses: xDS plaintext (15010), readiness and debug (8080), metrics (15014).
 	GRPCAddr, HTTPAddr, MonitoringAddr string
 	// DebugAddr (--debugAddr), when set, serves /debug/* (syncz, configz,
@@ -77,7 +84,11 @@ type Options struct {
 	// PILOT_ENABLE_EDS_DEBOUNCE, PILOT_PUSH_THROTTLE).
 	DebounceAfter, DebounceMax time.Duration
 	EnableEDSDebounce          bool
-	PushThrottle               int
+	// EDSDebounceMax (MESHPILOT_EDS_DEBOUNCE_MAX, default 500ms) caps how
+	// long an endpoint-only change waits; 0 lets it wait up to
+	// PILOT_DEBOUNCE_MAX, as in istiod (debounce.Options.EDSMax).
+	EDSDebounceMax time.Duration
+	PushThrottle   int
 	// SendTimeout is PILOT_XDS_SEND_TIMEOUT: a Send to a proxy blocked
 	// longer ends its stream; 0 waits forever, as Istio's 0. Istio's
 	// default is 0; ours is xds.DefaultSendTimeout (see xds/send.go).
@@ -139,6 +150,7 @@ func DefaultOptions() Options {
 		DebounceAfter:     100 * time.Millisecond,
 		DebounceMax:       10 * time.Second,
 		EnableEDSDebounce: true,
+		EDSDebounceMax:    xds.DefaultEDSDebounceMax,
 		PushThrottle:      100,
 		SendTimeout:       xds.DefaultSendTimeout,
 		// As istiod, which reads ingress credentials from every namespace.
@@ -171,6 +183,9 @@ func (o *Options) validate() error {
 	}
 	if o.DebounceAfter <= 0 || o.DebounceMax < o.DebounceAfter {
 		return fmt.Errorf("debounce: PILOT_DEBOUNCE_AFTER (%v) must be > 0 and <= PILOT_DEBOUNCE_MAX (%v)", o.DebounceAfter, o.DebounceMax)
+	}
+	if o.EDSDebounceMax < 0 {
+		return fmt.Errorf("MESHPILOT_EDS_DEBOUNCE_MAX: %v must not be negative (0 waits up to PILOT_DEBOUNCE_MAX, as istiod)", o.EDSDebounceMax)
 	}
 	if o.PushThrottle <= 0 {
 		return fmt.Errorf("PILOT_PUSH_THROTTLE: %d must be > 0", o.PushThrottle)
@@ -241,6 +256,35 @@ func LoadMeshConfig(path string) (*meshconfig.MeshConfig, bool, error) {
 		}
 	}
 	return mesh, true, nil
+}
+
+// LoadMeshNetworks reads the meshNetworks YAML at path (Istio's format:
+// networks: {NAME: {endpoints: [{fromRegistry|fromCidr}], gateways:
+// [{address|registryServiceName, port}]}}). An empty path or a missing file
+// is no networks (nil); errors name the file.
+func LoadMeshNetworks(path string) (*meshconfig.MeshNetworks, error) {
+	if path == "" {
+		return nil, nil
+	}
+	raw, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mesh networks %s: %w", path, err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("mesh networks %s: %w", path, err)
+	}
+	out := &meshconfig.MeshNetworks{}
+	if string(js) == "null" {
+		return out, nil
+	}
+	if err := protojson.Unmarshal(js, out); err != nil {
+		return nil, fmt.Errorf("mesh networks %s: %w", path, err)
+	}
+	return out, nil
 }
 
 // kubeMode reports whether a Kubernetes cluster is a source.

@@ -93,6 +93,14 @@ func NewServer(opts Options) (*Server, error) {
 	if !fromFile && !opts.kubeMode() {
 		log.Info("mesh config file not found, using defaults", "path", opts.MeshConfigFile)
 	}
+	networks, err := LoadMeshNetworks(opts.NetworksConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	if bad := kube.BadCIDRs(networks); len(bad) > 0 {
+		log.Warn("meshNetworks fromCidr entries ignored: not CIDRs", "entries", bad)
+	}
+	opts.meshNetworks = networks
 	reg := prometheus.NewRegistry()
 	metrics := monitoring.New(reg)
 
@@ -103,6 +111,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	kubeReg := kube.NewRegistryForShard(opts.Domain, sources.fileShard, endpoints, log.With("registry", "kube"))
+	kubeReg.SetNetworks(kube.NewNetworks(opts.Namespace, opts.ClusterID, networks))
 	seReg := serviceentry.NewRegistry(opts.Domain, sources.configStore, endpoints, log.With("registry", "serviceentry"))
 	if sources.kube != nil {
 		seReg.SetPods(sources.kube.registry) // with files too, apply adds theirs
@@ -114,6 +123,7 @@ func NewServer(opts Options) (*Server, error) {
 		Endpoints:        endpoints,
 		Mesh:             mesh,
 		MeshSource:       sources.meshSource(),
+		MeshNetworks:     networks,
 		DomainSuffix:     opts.Domain,
 		Secrets:          sources.secretSource(),
 		CredentialAccess: sources.credentialAccess(),
@@ -146,6 +156,7 @@ func NewServer(opts Options) (*Server, error) {
 		DebounceAfter:     opts.DebounceAfter,
 		DebounceMax:       opts.DebounceMax,
 		EnableEDSDebounce: opts.EnableEDSDebounce,
+		EDSDebounceMax:    edsDebounceMax(opts.EDSDebounceMax),
 		PushThrottle:      opts.PushThrottle,
 		SendTimeout:       sendTimeout(opts.SendTimeout),
 
@@ -175,6 +186,15 @@ func NewServer(opts Options) (*Server, error) {
 		s.webhook = s.newWebhookServing(validator)
 	}
 	return s, nil
+}
+
+// edsDebounceMax maps MESHPILOT_EDS_DEBOUNCE_MAX, where 0 means istiod's
+// behaviour, to xds.Options.EDSDebounceMax, where that is negative.
+func edsDebounceMax(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // Start listens, loads the initial config, marks the server ready and serves

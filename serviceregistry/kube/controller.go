@@ -36,6 +36,9 @@ type ControllerOptions struct {
 	Endpoints *model.EndpointIndex
 	// Filter selects the watched namespaces (discoverySelectors); nil watches all.
 	Filter *NamespaceFilter
+	// Networks resolves endpoint networks from namespace labels and
+	// meshNetworks; nil reads the pods' network label alone.
+	Networks *Networks
 	// OnChange is told, from the controller's goroutine, what each batch of
 	// events changed. Endpoint-only changes come as KindEndpoints keys.
 	OnChange func(model.RegistryChanges)
@@ -307,7 +310,7 @@ func (c *Controller) states(dirty map[nsName]struct{}) []ServiceState {
 			}
 		}
 		objs.Pods = pods.list()
-		idx := NewIndex(objs)
+		idx := NewIndex(objs).WithNetworks(c.opts.Networks)
 		for i, n := range names {
 			st := ServiceState{Hostname: ServiceHostname(n, ns, c.opts.Domain)}
 			if svc := svcs[i]; svc != nil {

@@ -65,11 +65,13 @@ func (c *Controller) onNode(old, cur any) {
 }
 
 // onNamespace feeds the namespace filter, which calls markAll when the
-// selected set changed.
+// selected set changed, and the network resolver (see onNetworkLabel).
 func (c *Controller) onNamespace(old, cur any) {
 	if ns, ok := cur.(*corev1.Namespace); ok {
 		c.opts.Filter.OnNamespace(ns.Name, ns)
+		c.onNetworkLabel(ns.Name, ns.Labels)
 	} else if ns, ok := old.(*corev1.Namespace); ok {
 		c.opts.Filter.OnNamespace(ns.Name, nil)
+		c.onNetworkLabel(ns.Name, nil)
 	}
 }

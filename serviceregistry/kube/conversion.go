@@ -74,6 +74,7 @@ func ConvertService(svc *corev1.Service, domain string) *model.Service {
 		})
 	}
 	model.SortPorts(out.Ports)
+	out.ExternalAddresses = externalAddresses(svc)
 	return out
 }
 

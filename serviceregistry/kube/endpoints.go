@@ -22,6 +22,8 @@ type Index struct {
 	pods      map[nsName]*corev1.Pod
 	podsByNS  map[string][]*corev1.Pod
 	nodes     map[string]*corev1.Node
+	// networks resolves endpoint networks (nil: the pod label alone).
+	networks *Networks
 }
 
 // NewIndex indexes objs. Objects without a namespace are read as "default".
@@ -302,7 +304,15 @@ func (x *Index) endpoint(svc *corev1.Service, addr string, p portMatch, ready bo
 		}
 	}
 	ep.Locality = x.locality(pod, node)
+	ep.Network = x.networks.Network(addr, ep.Namespace, ep.Labels)
 	return ep
+}
+
+// WithNetworks makes x resolve endpoint networks with n (see Networks);
+// it returns x.
+func (x *Index) WithNetworks(n *Networks) *Index {
+	x.networks = n
+	return x
 }
 
 // locality returns the locality of an endpoint of pod on node (see

@@ -20,6 +20,7 @@ type Registry struct {
 	shard     string
 	endpoints *model.EndpointIndex
 	log       *slog.Logger
+	networks  *Networks
 
 	// replaceMu serialises Replace and Apply, the only writers; readers use
 	// the set's snapshots, so conversion does not block them.
@@ -39,11 +40,19 @@ func NewRegistryForShard(domain, shard string, endpoints *model.EndpointIndex, l
 	return &Registry{domain: domain, shard: shard, endpoints: endpoints, log: log}
 }
 
+// SetNetworks makes later Replace calls resolve endpoint networks with n
+// (see Networks); call it before the first Replace.
+func (r *Registry) SetNetworks(n *Networks) {
+	r.replaceMu.Lock()
+	defer r.replaceMu.Unlock()
+	r.networks = n
+}
+
 // Replace makes objs the registry's whole object set, updates the endpoint
 // index, and reports which services changed and which changed only their
 // endpoints.
 func (r *Registry) Replace(objs Objects) model.RegistryChanges {
-	idx := NewIndex(objs)
+	idx := NewIndex(objs).WithNetworks(r.networks)
 	next := make(map[string]*model.Service, len(objs.Services))
 	eps := make(map[string][]*model.Endpoint, len(objs.Services))
 

@@ -150,6 +150,7 @@ func workloadEndpoints(se *networking.ServiceEntry, we *networking.WorkloadEntry
 			Healthy:         true,
 			Namespace:       ns,
 			WorkloadName:    name,
+			Network:         workloadNetwork(we),
 		})
 	}
 	return out
@@ -174,4 +175,13 @@ func selects(selector, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// workloadNetwork is the network of a WorkloadEntry (or inline endpoint):
+// its network field, else its topology.istio.io/network label.
+func workloadNetwork(we *networking.WorkloadEntry) string {
+	if nw := we.GetNetwork(); nw != "" {
+		return nw
+	}
+	return we.GetLabels()[model.LabelTopologyNetwork]
 }

@@ -96,6 +96,7 @@ func podEndpoints(se *networking.ServiceEntry, pod *corev1.Pod, ns, locality str
 			Healthy:         true,
 			Namespace:       ns,
 			WorkloadName:    pod.Name,
+			Network:         pod.Labels[model.LabelTopologyNetwork],
 		})
 	}
 	return out

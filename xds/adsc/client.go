@@ -122,16 +122,17 @@ func (c *Client) store(typeURL string, replace bool, add map[string]*anypb.Any, 
 	}
 	touched := map[string][]string{} // dependent type → names whose count moved
 	for n, r := range add {
+		old, ok := held[n]
+		if ok && (old == r || (old.GetTypeUrl() == r.GetTypeUrl() && bytes.Equal(old.GetValue(), r.GetValue()))) {
+			continue // resent unchanged (SotW): keep the held copy and its references
+		}
 		var refs map[string][]string
 		if c.cfg.Shared != nil {
 			r, refs = c.cfg.Shared.resource(typeURL, n, r)
 		}
-		old, ok := held[n]
 		held[n] = r
 		if !ok {
 			c.heldChanged(typeURL, n, true)
-		} else if old == r || (old.GetTypeUrl() == r.GetTypeUrl() && bytes.Equal(old.GetValue(), r.GetValue())) {
-			continue // resent unchanged (SotW): same references
 		}
 		if c.cfg.Shared == nil {
 			refs = referencedNames(typeURL, n, r)

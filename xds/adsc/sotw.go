@@ -20,6 +20,10 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 		return err
 	}
 	subscribed := map[string][]string{}
+	// stale holds the EDS/RDS types whose held resources may include names
+	// no longer subscribed (the subscription shrank, or a response carried
+	// extra names): only those are scanned, on their next response.
+	stale := map[string]bool{}
 	first := true
 	send := func(req *discovery.DiscoveryRequest) error {
 		if first {
@@ -68,7 +72,10 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 		whole := !byName || t == model.ClusterType || t == model.ListenerType
 		var dropped []string
 		if !whole {
-			dropped = c.unsubscribed(t, subscribed[t])
+			if stale[t] {
+				dropped = c.unsubscribed(t, subscribed[t])
+			}
+			stale[t] = anyUnsubscribed(got, subscribed[t])
 		}
 		deps := c.store(t, whole, got, dropped, proto.Size(resp))
 		c.mu.Lock()
@@ -86,6 +93,8 @@ func (c *Client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryS
 			// Like Envoy, ask for nothing until there is something to ask for:
 			// an empty SotW subscription would read as a wildcard.
 			if _, asked := subscribed[dep]; (asked || len(names) > 0) && (!asked || !slices.Equal(subscribed[dep], names)) {
+				// Held resources outlive the subscription only if it shrank.
+				stale[dep] = stale[dep] || !subset(subscribed[dep], names)
 				subscribed[dep] = names
 				if err := send(&discovery.DiscoveryRequest{TypeUrl: dep, ResourceNames: names, VersionInfo: c.version(dep), ResponseNonce: c.nonceFor(dep)}); err != nil {
 					return err
@@ -107,6 +116,28 @@ func (c *Client) unsubscribed(t string, names []string) []string {
 		}
 	}
 	return out
+}
+
+// subset reports whether every name of the sorted a is in the sorted b.
+func subset(a, b []string) bool {
+	for _, n := range a {
+		i, ok := slices.BinarySearch(b, n)
+		if !ok {
+			return false
+		}
+		b = b[i+1:]
+	}
+	return true
+}
+
+// anyUnsubscribed reports whether got holds a name not in the sorted names.
+func anyUnsubscribed(got map[string]*anypb.Any, names []string) bool {
+	for n := range got {
+		if _, ok := slices.BinarySearch(names, n); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) version(t string) string {

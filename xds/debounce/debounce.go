@@ -28,21 +28,53 @@ type Options struct {
 	// Max caps the wait since the first request of a batch
 	// (PILOT_DEBOUNCE_MAX, Istio default 10s). Zero means no cap.
 	Max time.Duration
-	// EDSDebounce debounces endpoint-only requests like full ones. When
-	// false, they are emitted at once (PILOT_ENABLE_EDS_DEBOUNCE, Istio
-	// default true).
+	// EDSDebounce debounces endpoint-only requests too. When false, they
+	// are emitted at once (PILOT_ENABLE_EDS_DEBOUNCE, Istio default true).
 	EDSDebounce bool
+	// EDSMax caps the wait of an endpoint-only batch when it is shorter
+	// than Max (MESHPILOT_EDS_DEBOUNCE_MAX, default DefaultEDSMax); zero
+	// leaves it Max, as istiod.
+	//
+	// This is a deliberate deviation from istiod. There, endpoint changes
+	// share the full batch, and under steady churn (a rolling restart of
+	// a large Deployment, ~16 pod events a second) the 100ms quiet period
+	// never comes, so every endpoint waits for PILOT_DEBOUNCE_MAX (10s)
+	// while proxies keep sending traffic to terminated pods (istio#44985).
+	// An endpoint-only push regenerates only the changed clusters'
+	// assignments, so pushing it sooner costs little; full pushes keep
+	// Istio's cap. Endpoint-only requests therefore batch apart, and a
+	// full batch's quiet period counts full requests only (in istiod an
+	// endpoint event restarts it too).
+	EDSMax time.Duration
 }
 
-// DefaultOptions returns Istio's defaults.
+// DefaultEDSMax is the default Options.EDSMax.
+const DefaultEDSMax = 500 * time.Millisecond
+
+// DefaultOptions returns Istio's defaults, plus meshpilot's EDSMax.
 func DefaultOptions() Options {
-	return Options{After: 100 * time.Millisecond, Max: 10 * time.Second, EDSDebounce: true}
+	return Options{After: 100 * time.Millisecond, Max: 10 * time.Second, EDSDebounce: true, EDSMax: DefaultEDSMax}
+}
+
+// edsOptions is when an endpoint-only batch is due: at once without EDS
+// debounce, else as a full batch but capped by EDSMax.
+func (o Options) edsOptions() Options {
+	if !o.EDSDebounce {
+		return Options{}
+	}
+	eds := o
+	if o.EDSMax > 0 && (o.Max == 0 || o.EDSMax < o.Max) {
+		eds.Max = o.EDSMax
+	}
+	return eds
 }
 
 // Debouncer merges push requests (model.PushRequest.Merge) and hands the
 // merged request to its output once the stream is quiet for After or Max
-// passed since the batch's first request. While the output runs, new
-// requests keep merging; they are emitted after it returns.
+// passed since the batch's first request. Endpoint-only requests batch
+// apart, capped by EDSMax; a full batch takes them along when it is
+// emitted. While the output runs, new requests keep merging; they are
+// emitted after it returns.
 type Debouncer struct {
 	opts    Options
 	out     func(*model.PushRequest)
@@ -75,6 +107,11 @@ func newWithClock(opts Options, out func(*model.PushRequest), m *monitoring.Metr
 // Enqueue adds a request to the next batch. It never blocks. A request
 // without a reason counts as ReasonUnknownTrigger; nil requests and
 // requests after Run returned are dropped. req is not modified.
+//
+// The request arrives at req.Start when that is set and earlier than now:
+// the quiet period counts from when the change happened, so a source that
+// already waited for quiet (the config directory watcher) is not made to
+// wait twice.
 func (d *Debouncer) Enqueue(req *model.PushRequest) {
 	if req == nil {
 		return
@@ -88,7 +125,11 @@ func (d *Debouncer) Enqueue(req *model.PushRequest) {
 		d.mu.Unlock()
 		return
 	}
-	d.inbox = append(d.inbox, arrival{req: req, at: d.clock.Now()})
+	at := d.clock.Now()
+	if !req.Start.IsZero() && req.Start.Before(at) {
+		at = req.Start
+	}
+	d.inbox = append(d.inbox, arrival{req: req, at: at})
 	d.mu.Unlock()
 	select {
 	case d.wake <- struct{}{}:
@@ -117,6 +158,7 @@ func (d *Debouncer) Run(ctx context.Context) {
 		outDone        = make(chan struct{}, 1)
 		timerC         <-chan time.Time
 		stopTimer      = func() {}
+		edsOpts        = d.opts.edsOptions()
 	)
 	defer func() {
 		stopTimer()
@@ -142,24 +184,25 @@ func (d *Debouncer) Run(ctx context.Context) {
 		// then in this batch, so quiet periods are never overestimated.
 		now := d.clock.Now()
 		for _, a := range d.take() {
-			if !d.opts.EDSDebounce && !a.req.Full {
-				eds.add(a)
-			} else {
+			if a.req.Full {
 				debounced.add(a)
+			} else {
+				eds.add(a)
 			}
 		}
 		if busy {
 			continue
 		}
-		ready, deadline := debounced.due(now, d.opts)
+		fullReady, fullAt := debounced.due(now, d.opts)
+		edsReady, edsAt := eds.due(now, edsOpts)
 		var emit batch
 		switch {
-		case ready:
+		case fullReady:
 			// A full push also carries any pending endpoint changes.
 			emit = debounced
 			emit.join(eds)
 			debounced, eds = batch{}, batch{}
-		case !eds.empty():
+		case edsReady:
 			emit = eds
 			eds = batch{}
 		}
@@ -170,10 +213,24 @@ func (d *Debouncer) Run(ctx context.Context) {
 			d.emit(emit, now, outDone)
 			continue
 		}
-		if !debounced.empty() {
-			timerC, stopTimer = d.clock.At(deadline)
+		if next, ok := earliest(debounced, fullAt, eds, edsAt); ok {
+			timerC, stopTimer = d.clock.At(next)
 		}
 	}
+}
+
+// earliest returns the sooner deadline of the non-empty batches, and false
+// when both are empty.
+func earliest(a batch, aAt time.Time, b batch, bAt time.Time) (time.Time, bool) {
+	switch {
+	case a.empty() && b.empty():
+		return time.Time{}, false
+	case a.empty():
+		return bAt, true
+	case b.empty() || aAt.Before(bAt):
+		return aAt, true
+	}
+	return bAt, true
 }
 
 // emit records metrics, logs and starts out on its own goroutine; outDone

@@ -292,10 +292,92 @@ func TestRunReturnsOnCancelWithNoGoroutineLeft(t *testing.T) {
 }
 
 func TestDefaultOptionsMatchIstio(t *testing.T) {
-	want := Options{After: 100 * time.Millisecond, Max: 10 * time.Second, EDSDebounce: true}
+	// Istio's three, and meshpilot's endpoint-only cap.
+	want := Options{After: 100 * time.Millisecond, Max: 10 * time.Second, EDSDebounce: true, EDSMax: 500 * time.Millisecond}
 	if got := DefaultOptions(); got != want {
 		t.Errorf("DefaultOptions() = %+v, want %+v", got, want)
 	}
+}
+
+// churn enqueues n endpoint changes 50ms apart from the clock's now,
+// advancing the clock past each; names are prefix0, prefix1, ...
+func churn(d *Debouncer, clk *manualClock, prefix string, n int) []model.ConfigKey {
+	var keys []model.ConfigKey
+	for i := range n {
+		name := fmt.Sprint(prefix, i)
+		d.Enqueue(eds(name))
+		keys = append(keys, key(model.KindEndpoints, name))
+		clk.Advance(50 * time.Millisecond)
+	}
+	return keys
+}
+
+func TestQuietPeriodCountsFromStart(t *testing.T) {
+	clk := newManualClock()
+	rec := &recorder{}
+	d := newWithClock(Options{After: after, Max: 10 * time.Second, EDSDebounce: true}, rec.out, nil, nil, clk)
+	start(t, d)
+
+	// The change happened 80ms before it was enqueued (its source waited
+	// for quiet itself): 20ms more of quiet make it due.
+	req := full(model.ReasonConfigUpdate, "vs")
+	req.Start = clk.Now().Add(-80 * time.Millisecond)
+	d.Enqueue(req)
+	clk.Advance(20 * time.Millisecond)
+	waitFlushed(t, d, 1)
+	hasKeys(t, rec.call(t, 0), key(model.KindVirtualService, "vs"))
+}
+
+func TestEDSMaxCapsEndpointChurn(t *testing.T) {
+	clk := newManualClock()
+	rec := &recorder{}
+	d := newWithClock(Options{After: after, Max: 10 * time.Second, EDSDebounce: true, EDSMax: 500 * time.Millisecond}, rec.out, nil, nil, clk)
+	start(t, d)
+
+	// Changes at 0, 50, ..., 450ms: never quiet, and the clock is now at
+	// 500ms, EDSMax after the first.
+	first := churn(d, clk, "a", 10)
+	waitFlushed(t, d, 1)
+	got := rec.call(t, 0)
+	if got.Full {
+		t.Errorf("Full = true, want an endpoint-only push")
+	}
+	hasKeys(t, got, first...)
+
+	// The next batch starts with its own first change, at 500ms.
+	second := churn(d, clk, "b", 10)
+	waitFlushed(t, d, 2)
+	hasKeys(t, rec.call(t, 1), second...)
+}
+
+func TestEDSMaxZeroWaitsForMaxAsIstio(t *testing.T) {
+	clk := newManualClock()
+	rec := &recorder{}
+	d := newWithClock(Options{After: after, Max: time.Second, EDSDebounce: true}, rec.out, nil, nil, clk)
+	start(t, d)
+
+	// 20 changes 50ms apart end at 950ms, before Max: one push carries all.
+	keys := churn(d, clk, "a", 20)
+	waitFlushed(t, d, 1)
+	hasKeys(t, rec.call(t, 0), keys...)
+}
+
+func TestFullPushNotHeldBackByEndpointChurn(t *testing.T) {
+	clk := newManualClock()
+	rec := &recorder{}
+	d := newWithClock(Options{After: after, Max: 10 * time.Second, EDSDebounce: true, EDSMax: time.Second}, rec.out, nil, nil, clk)
+	start(t, d)
+
+	// The full change is quiet for After at 100ms, while endpoints keep
+	// changing; it goes out then and carries the endpoint changes so far.
+	d.Enqueue(full(model.ReasonConfigUpdate, "vs"))
+	keys := churn(d, clk, "a", 2)
+	waitFlushed(t, d, 1)
+	got := rec.call(t, 0)
+	if !got.Full {
+		t.Errorf("Full = false, want true")
+	}
+	hasKeys(t, got, append(keys, key(model.KindVirtualService, "vs"))...)
 }
 
 // histogram returns the sample count and sum of h.

@@ -67,6 +67,9 @@ type Snapshot struct {
 	// does not (or only partly) carry out (support.Check), for the gauge
 	// meshpilot_config_unsupported_fields.
 	UnsupportedFields int
+	// ChangedAt is when the Watcher saw the first change of the burst this
+	// read follows; zero for the initial read and for Loader.Load.
+	ChangedAt time.Time
 }
 
 // DefaultMaxFileSize is the largest file a Loader reads unless its Options

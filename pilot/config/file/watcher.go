@@ -58,7 +58,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err := w.syncWatches(fw); err != nil {
 		return err
 	}
-	w.reload()
+	w.reload(time.Time{})
 
 	timer := time.NewTimer(w.quiet)
 	timer.Stop()
@@ -94,22 +94,26 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 			timer.Reset(w.quiet)
 		case <-timer.C:
+			changedAt := first
 			first = time.Time{}
 			if err := w.syncWatches(fw); err != nil {
 				w.log.Warn("config directory watch", "error", err)
 			}
-			w.reload()
+			w.reload(changedAt)
 		}
 	}
 }
 
-func (w *Watcher) reload() {
+// reload reads the directory and hands the snapshot, stamped with
+// changedAt (the burst's first event), to onChange.
+func (w *Watcher) reload(changedAt time.Time) {
 	snap, err := w.loader.Load()
 	if err != nil {
 		// The directory is gone or unreadable: keep serving what we had.
 		w.log.Error("reload config directory", "error", err)
 		return
 	}
+	snap.ChangedAt = changedAt
 	w.onChange(snap)
 }
 

@@ -86,7 +86,9 @@ func withWeights(a, b int) string {
 func TestWatcherFollowsChanges(t *testing.T) {
 	dir := t.TempDir()
 	snaps := startWatcher(t, dir, 0)
-	waitFor(t, snaps, "initial snapshot", func(s *Snapshot) bool { return len(s.Configs) == 0 })
+	if s := waitFor(t, snaps, "initial snapshot", func(s *Snapshot) bool { return len(s.Configs) == 0 }); !s.ChangedAt.IsZero() {
+		t.Errorf("initial snapshot ChangedAt = %v, want zero", s.ChangedAt)
+	}
 
 	writeFile(t, dir, "vs.yaml", reviewsVS)
 	waitFor(t, snaps, "new file", func(s *Snapshot) bool {
@@ -173,12 +175,17 @@ func TestWatcherCoalescesBursts(t *testing.T) {
 		writeFile(t, dir, fmt.Sprintf("vs-%02d.yaml", i), strings.Replace(reviewsVS, "name: reviews", fmt.Sprintf("name: reviews-%02d", i), 1))
 	}
 	callbacks := 0
-	waitFor(t, snaps, "all files", func(s *Snapshot) bool {
+	last := waitFor(t, snaps, "all files", func(s *Snapshot) bool {
 		callbacks++
 		return len(s.Configs) == files
 	})
 	if callbacks > 3 {
 		t.Errorf("%d callbacks for one burst of %d files, want it coalesced", callbacks, files)
+	}
+	// The snapshot is stamped with the burst's first event, which came
+	// before the quiet period that followed the last write.
+	if last.ChangedAt.IsZero() || time.Since(last.ChangedAt) < 500*time.Millisecond {
+		t.Errorf("ChangedAt = %v (%v ago), want the burst's first event, at least the quiet period ago", last.ChangedAt, time.Since(last.ChangedAt))
 	}
 }
 

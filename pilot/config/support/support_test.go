@@ -276,30 +276,32 @@ func TestReporterLogsOncePerVersionAndCounts(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	var gauge []float64
 	r := support.NewReporter(log, func(v float64) { gauge = append(gauge, v) })
-	se := &networking.ServiceEntry{Hosts: []string{"a.example"}, Addresses: []string{"240.0.0.1"},
-		Endpoints: []*networking.WorkloadEntry{{Address: "1.1.1.1", Network: "n1"}}}
-	if n := r.Accept(support.Object{Kind: "ServiceEntry", Namespace: "ns", Name: "ext", Version: "1", Spec: se}); n != 2 {
+	// A Gateway server with two unsupported fields.
+	gw := &networking.Gateway{Servers: []*networking.Server{{Hosts: []string{"*"}, Bind: "10.0.0.1",
+		Port: &networking.Port{Number: 80, Name: "http", Protocol: "HTTP", TargetPort: 8080}}}}
+	if n := r.Accept(support.Object{Kind: "Gateway", Namespace: "ns", Name: "ext", Version: "1", Spec: gw}); n != 2 {
 		t.Errorf("Accept = %d, want 2", n)
 	}
-	r.Accept(support.Object{Kind: "ServiceEntry", Namespace: "ns", Name: "ext", Version: "1", Spec: se})
+	r.Accept(support.Object{Kind: "Gateway", Namespace: "ns", Name: "ext", Version: "1", Spec: gw})
 	if got := strings.Count(buf.String(), "config field not applied"); got != 2 {
 		t.Errorf("%d warning lines after the same version twice, want 2:\n%s", got, buf.String())
 	}
-	for _, want := range []string{"field=spec.addresses", "field=spec.endpoints[0].network", "kind=ServiceEntry", "namespace=ns", "name=ext", "level=WARN"} {
+	for _, want := range []string{"field=spec.servers[0].bind", "field=spec.servers[0].port.targetPort", "kind=Gateway", "namespace=ns", "name=ext", "level=WARN"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, buf.String())
 		}
 	}
-	se2 := &networking.ServiceEntry{Hosts: []string{"a.example"}, Addresses: []string{"240.0.0.1"}}
-	r.Accept(support.Object{Kind: "ServiceEntry", Namespace: "ns", Name: "ext", Version: "2", Spec: se2})
+	gw2 := &networking.Gateway{Servers: []*networking.Server{{Hosts: []string{"*"}, Bind: "10.0.0.1",
+		Port: &networking.Port{Number: 80, Name: "http", Protocol: "HTTP"}}}}
+	r.Accept(support.Object{Kind: "Gateway", Namespace: "ns", Name: "ext", Version: "2", Spec: gw2})
 	if got := strings.Count(buf.String(), "config field not applied"); got != 3 {
 		t.Errorf("%d warning lines after a new version, want 3", got)
 	}
-	if total := r.Replace([]support.Object{{Kind: "WorkloadEntry", Namespace: "ns", Name: "w", Version: "1",
-		Spec: &networking.WorkloadEntry{Address: "1.2.3.4", Network: "n2"}}}); total != 1 {
-		t.Errorf("Replace total = %d, want 1 (the ServiceEntry is gone)", total)
+	if total := r.Replace([]support.Object{{Kind: "Sidecar", Namespace: "ns", Name: "w", Version: "1",
+		Spec: &networking.Sidecar{OutboundTrafficPolicy: &networking.OutboundTrafficPolicy{EgressProxy: &networking.Destination{Host: "egress"}}}}}); total != 1 {
+		t.Errorf("Replace total = %d, want 1 (the Gateway is gone)", total)
 	}
-	r.Remove("WorkloadEntry", "ns", "w")
+	r.Remove("Sidecar", "ns", "w")
 	if want := []float64{2, 1, 2, 1, 0}; !slices.Equal(gauge, want) {
 		t.Errorf("gauge %v, want %v", gauge, want)
 	}

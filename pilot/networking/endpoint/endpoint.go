@@ -31,7 +31,7 @@ func Build(proxy *model.Proxy, push *model.PushContext, names []string) []*endpo
 // balancing is applied for the proxy's locality.
 func BuildLoadAssignment(proxy *model.Proxy, push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
 	t := resolve(proxy, push, name)
-	cla, labels := t.build(push, name)
+	cla, labels := t.build(proxy, push, name)
 	t.locality.apply(cla, proxy, labels)
 	return cla
 }
@@ -80,8 +80,10 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 
 // build returns the assignment and, when the proxy's locality load
 // balancing compares labels (failoverPriority), the registry labels of each
-// endpoint, indexed like its Endpoints and their LbEndpoints.
-func (t target) build(push *model.PushContext, name string) (*endpointv3.ClusterLoadAssignment, [][]map[string]string) {
+// endpoint (with its network: see model.NetworkLabels), indexed like its
+// Endpoints and their LbEndpoints. In a multi-network mesh the endpoints
+// are those the proxy's network reaches (see SplitHorizon).
+func (t target) build(proxy *model.Proxy, push *model.PushContext, name string) (*endpointv3.ClusterLoadAssignment, [][]map[string]string) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	if !t.ok {
 		return cla, nil
@@ -93,8 +95,21 @@ func (t target) build(push *model.PushContext, name string) (*endpointv3.Cluster
 	if withLabels {
 		labelsByLocality = map[string][]map[string]string{}
 	}
-	for _, e := range push.Endpoints.Endpoints(host) {
-		if !t.selects(e) {
+	eps := push.Endpoints.Endpoints(host)
+	// selected: eps holds the cluster's endpoints only (gateway stand-ins
+	// carry no subset labels, so they are selected before the split).
+	selected := false
+	if gws := push.NetworkGateways(); gws.Enabled() {
+		var own []*model.Endpoint
+		for _, e := range eps {
+			if t.selects(e) {
+				own = append(own, e)
+			}
+		}
+		eps, selected = SplitHorizon(proxy.Metadata.Network, gws, own), true
+	}
+	for _, e := range eps {
+		if !selected && !t.selects(e) {
 			continue
 		}
 		group := byLocality[e.Locality]
@@ -107,7 +122,7 @@ func (t target) build(push *model.PushContext, name string) (*endpointv3.Cluster
 		group.LbEndpoints = append(group.LbEndpoints, lbe)
 		group.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
 		if withLabels {
-			labelsByLocality[e.Locality] = append(labelsByLocality[e.Locality], e.Labels)
+			labelsByLocality[e.Locality] = append(labelsByLocality[e.Locality], model.NetworkLabels(e))
 		}
 	}
 	keys := make([]string, 0, len(byLocality))

@@ -22,7 +22,8 @@ import (
 // the DestinationRule the proxy sees for the service and, when that rule
 // asks for locality load balancing, the proxy's locality and, with
 // failoverPriority, its values of the listed labels (the priorities and
-// weights are relative to them); it is dropped when the service's
+// weights are relative to them) and, in a multi-network mesh, the proxy's
+// network and the gateway set (see SplitHorizon); it is dropped when the service's
 // endpoints, the service or that rule change.
 type Generator struct{}
 
@@ -71,10 +72,10 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	t := resolve(proxy, push, name)
 	if t.svc == nil {
 		// Not a cluster of a known service: empty, cheap, not cached.
-		cla, _ := t.build(push, name)
+		cla, _ := t.build(proxy, push, name)
 		return resource.Marshal(name, cla)
 	}
-	key := model.XDSCacheKey{Type: model.EndpointType, Name: name, Scope: t.locality.scope(proxy)}
+	key := model.XDSCacheKey{Type: model.EndpointType, Name: name, Scope: t.locality.scope(proxy) + networkScope(proxy, push)}
 	if t.dr != nil {
 		key.Config = t.dr.Key()
 	}
@@ -86,7 +87,7 @@ func assignment(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCac
 	for _, src := range push.DestinationRuleSources(t.dr) {
 		deps = append(deps, src.Key())
 	}
-	cla, labels := t.build(push, name)
+	cla, labels := t.build(proxy, push, name)
 	t.locality.apply(cla, proxy, labels)
 	r, err := resource.Marshal(name, cla)
 	if err != nil {

@@ -337,6 +337,8 @@ func metadataValue(proxy *model.Proxy, key string) (string, bool) {
 		return m.ServiceAccount, m.ServiceAccount != ""
 	case "CLUSTER_ID":
 		return m.ClusterID, m.ClusterID != ""
+	case "NETWORK":
+		return m.Network, m.Network != ""
 	case "ISTIO_VERSION":
 		return m.IstioVersion, m.IstioVersion != ""
 	case "INTERCEPTION_MODE":

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/networking/cluster"
+	"github.com/meshpilot/meshpilot/pilot/networking/endpoint"
 )
 
 // EndpointGenerator builds a ClusterLoadAssignment per outbound cluster.
@@ -44,7 +45,7 @@ func (EndpointGenerator) Generate(proxy *model.Proxy, push *model.PushContext, w
 // left out (grpc-go would keep them as localities without endpoints).
 // Proxyless assignments are not cached: each is built for its proxy.
 func loadAssignmentFor(proxy *model.Proxy, push *model.PushContext, name string, ct clusterTarget) *endpointv3.ClusterLoadAssignment {
-	cla, labels := buildLoadAssignment(name, ct, push.Endpoints)
+	cla, labels := buildLoadAssignment(name, reachable(proxy, push, ct))
 	lb := cluster.LocalityLBFor(push.Mesh.GetLocalityLbSetting(), ct.rule, ct.subset, ct.port.Port)
 	if lb == nil {
 		return cla
@@ -60,24 +61,35 @@ func loadAssignmentFor(proxy *model.Proxy, push *model.PushContext, name string,
 	return cla
 }
 
-// buildLoadAssignment groups the cluster's endpoints by locality. Every
+// reachable returns the endpoints of the cluster ct that proxy reaches: in
+// a multi-network mesh, those of its network directly and the others
+// through their networks' gateways (see endpoint.SplitHorizon).
+func reachable(proxy *model.Proxy, push *model.PushContext, ct clusterTarget) []*model.Endpoint {
+	if push.Endpoints == nil {
+		return nil
+	}
+	var eps []*model.Endpoint
+	for _, e := range push.Endpoints.Endpoints(ct.service.Hostname) {
+		if e.ServicePortName == ct.port.Name && e.SubsetMatches(ct.labels) {
+			eps = append(eps, e)
+		}
+	}
+	return endpoint.SplitHorizon(proxy.Metadata.Network, push.NetworkGateways(), eps)
+}
+
+// buildLoadAssignment groups the cluster's endpoints eps by locality. Every
 // locality gets a weight (the sum of its endpoints' weights) because grpc-go
 // ignores localities without one. Duplicate addresses are dropped: grpc-go
 // rejects an assignment that lists an address twice. labels[g][i] are the
-// registry labels of cla.Endpoints[g].LbEndpoints[i].
-func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointIndex) (cla *endpointv3.ClusterLoadAssignment, labels [][]map[string]string) {
+// registry labels of cla.Endpoints[g].LbEndpoints[i], with the endpoint's
+// network (see model.NetworkLabels).
+func buildLoadAssignment(name string, eps []*model.Endpoint) (cla *endpointv3.ClusterLoadAssignment, labels [][]map[string]string) {
 	cla = &endpointv3.ClusterLoadAssignment{ClusterName: name}
-	if index == nil {
-		return cla, nil
-	}
 	groupOf := map[string]int{}
 	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
 	weights := map[string]uint32{}
 	seen := map[string]bool{}
-	for _, e := range index.Endpoints(ct.service.Hostname) {
-		if e.ServicePortName != ct.port.Name || !e.SubsetMatches(ct.labels) {
-			continue
-		}
+	for _, e := range eps {
 		addr := net.JoinHostPort(e.Address, itoa(e.Port))
 		if seen[addr] {
 			continue
@@ -92,7 +104,7 @@ func buildLoadAssignment(name string, ct clusterTarget, index *model.EndpointInd
 			labels = append(labels, nil)
 		}
 		g := groupOf[e.Locality]
-		labels[g] = append(labels[g], e.Labels)
+		labels[g] = append(labels[g], model.NetworkLabels(e))
 		weight := e.Weight
 		if weight == 0 {
 			weight = 1

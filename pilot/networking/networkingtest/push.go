@@ -27,6 +27,8 @@ type Input struct {
 	DomainSuffix string
 	// Cache, when set, is the resource cache the PushContext hands to generators.
 	Cache *model.XDSCache
+	// MeshNetworks, when set, is the meshNetworks config (east-west gateways).
+	MeshNetworks *meshconfig.MeshNetworks
 }
 
 // PushContext builds the snapshot described by in.
@@ -51,6 +53,7 @@ func (in Input) Environment() *model.Environment {
 		Mesh:             in.Mesh,
 		DomainSuffix:     domain,
 		Cache:            in.Cache,
+		MeshNetworks:     in.MeshNetworks,
 	}
 	return env
 }
