@@ -75,6 +75,10 @@ type forwarder[Req, Resp any] struct {
 	sess     *session[Req]        // the live upstream stream's send queue; nil between streams
 	rewrites []pending[Req, Resp] // responses waiting for the rewrite worker
 	rwake    chan struct{}        // capacity 1: "rewrites may be non-empty"
+	// health is the latest health report (nil: none), sent on each
+	// session once it spoke; healthRequest makes its request.
+	health        *HealthReport
+	healthRequest func(HealthReport) *Req
 }
 
 // session is the send side of one upstream stream: requests wait in
@@ -83,6 +87,9 @@ type forwarder[Req, Resp any] struct {
 type session[Req any] struct {
 	queue []*Req
 	wake  chan struct{} // capacity 1: "queue may be non-empty"
+	// spoke is set once a request of the client went on the stream (its
+	// first carries the node): only then may a health report follow.
+	spoke bool
 }
 
 func (s *session[Req]) push(reqs ...*Req) {
@@ -95,13 +102,17 @@ func (s *session[Req]) push(reqs ...*Req) {
 
 // forward proxies down until it ends or the proxy stops, reconnecting
 // upstream with backoff whenever the upstream stream fails.
-func forward[Req, Resp any](p *Proxy, down grpc.BidiStreamingServer[Req, Resp], kind string, st state[Req, Resp], rw *rewriter[Resp], open openFunc[Req, Resp]) error {
+func forward[Req, Resp any](p *Proxy, down grpc.BidiStreamingServer[Req, Resp], kind string, st state[Req, Resp], rw *rewriter[Resp],
+	health func(HealthReport) *Req, open openFunc[Req, Resp]) error {
 	ctx, cancel := context.WithCancel(down.Context())
 	defer cancel()
 	f := &forwarder[Req, Resp]{
 		p: p, down: down, open: open, st: st, cancel: cancel, rw: rw, rwake: make(chan struct{}, 1),
-		log: clientlog.Limited(p.log.With("stream", p.streams.Add(1), "protocol", kind)),
+		log:           clientlog.Limited(p.log.With("stream", p.streams.Add(1), "protocol", kind)),
+		healthRequest: health,
 	}
+	p.addHealthSink(f)
+	defer p.removeHealthSink(f)
 	defer clientlog.Flush(context.Background(), f.log)
 	if rw != nil {
 		var worker sync.WaitGroup
@@ -165,6 +176,7 @@ func (f *forwarder[Req, Resp]) receiveDownstream() error {
 		f.mu.Lock()
 		if fwd := f.st.request(req); fwd != nil && f.sess != nil {
 			f.sess.push(fwd)
+			f.spoke(f.sess)
 		}
 		if ic, ok := f.st.(interceptor[Req, Resp]); ok && f.sess != nil {
 			f.sess.push(ic.extra()...)
@@ -188,7 +200,10 @@ func (f *forwarder[Req, Resp]) session(ctx context.Context, reconnect bool) (est
 	}
 	s := &session[Req]{wake: make(chan struct{}, 1)}
 	f.mu.Lock()
-	s.push(f.st.replay()...)
+	if replay := f.st.replay(); len(replay) > 0 {
+		s.push(replay...)
+		f.spoke(s)
+	}
 	f.sess = s
 	f.mu.Unlock()
 
@@ -208,6 +223,18 @@ func (f *forwarder[Req, Resp]) session(ctx context.Context, reconnect bool) (est
 		f.p.connected.Add(-1)
 	}
 	return got.Load(), err
+}
+
+// spoke marks s as carrying the client's requests and sends it the latest
+// health report, if any, after them. f.mu is held.
+func (f *forwarder[Req, Resp]) spoke(s *session[Req]) {
+	if s.spoke {
+		return
+	}
+	s.spoke = true
+	if f.health != nil {
+		s.push(f.healthRequest(*f.health))
+	}
 }
 
 // sendUpstream sends queued requests in order. A failed send is left to

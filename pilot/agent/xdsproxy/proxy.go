@@ -76,6 +76,12 @@ type Proxy struct {
 	reconnects atomic.Uint64    // upstream streams opened to replace a failed one
 	streams    atomic.Uint64    // downstream stream numbers, for logs
 	wg         sync.WaitGroup   // downstream receivers, which outlive their handler by a moment
+
+	// healthMu guards the latest health report and the forwarders told
+	// of it (health.go); it is taken before a forwarder's mu.
+	healthMu    sync.Mutex
+	health      *HealthReport
+	healthSinks map[healthSink]struct{}
 }
 
 // New returns a proxy; Run starts it.
@@ -174,9 +180,9 @@ func (a adsServer) StreamAggregatedResources(down grpc.BidiStreamingServer[disco
 	rw := sotwWasm(a.p.opts.Wasm, a.p.log)
 	if a.p.opts.NameTable != nil {
 		st := newNDSSotW(a.p.nds, a.p.opts.NameTable, a.p.log)
-		return forward[discovery.DiscoveryRequest, discovery.DiscoveryResponse](a.p, down, "sotw", st, rw, ads.StreamAggregatedResources)
+		return forward[discovery.DiscoveryRequest, discovery.DiscoveryResponse](a.p, down, "sotw", st, rw, sotwHealth, ads.StreamAggregatedResources)
 	}
-	return forward(a.p, down, "sotw", newSotWState(), rw, ads.StreamAggregatedResources)
+	return forward(a.p, down, "sotw", newSotWState(), rw, sotwHealth, ads.StreamAggregatedResources)
 }
 
 func (a adsServer) DeltaAggregatedResources(down grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]) error {
@@ -184,9 +190,9 @@ func (a adsServer) DeltaAggregatedResources(down grpc.BidiStreamingServer[discov
 	rw := deltaWasm(a.p.opts.Wasm, a.p.log)
 	if a.p.opts.NameTable != nil {
 		st := newNDSDelta(a.p.nds, a.p.opts.NameTable, a.p.log)
-		return forward[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse](a.p, down, "delta", st, rw, ads.DeltaAggregatedResources)
+		return forward[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse](a.p, down, "delta", st, rw, deltaHealth, ads.DeltaAggregatedResources)
 	}
-	return forward(a.p, down, "delta", newDeltaState(), rw, ads.DeltaAggregatedResources)
+	return forward(a.p, down, "delta", newDeltaState(), rw, deltaHealth, ads.DeltaAggregatedResources)
 }
 
 // upstreamContext adds the bearer token to ctx, read afresh.
