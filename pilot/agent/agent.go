@@ -3,7 +3,9 @@
 // xDS proxy to the control plane (pilot/agent/xdsproxy), the bootstrap
 // files (pilot/agent/bootstrap), Envoy (pilot/agent/envoy), the status
 // server (pilot/agent/health), with DNS capture, the DNS proxy
-// (pilot/agent/dns), and the Wasm module cache (pilot/agent/wasm).
+// (pilot/agent/dns), the Wasm module cache (pilot/agent/wasm), and on VMs
+// the readiness probe whose health goes to the control plane
+// (pilot/agent/readiness).
 package agent
 
 import (
@@ -27,6 +29,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/agent/dns"
 	"github.com/meshpilot/meshpilot/pilot/agent/envoy"
 	"github.com/meshpilot/meshpilot/pilot/agent/health"
+	"github.com/meshpilot/meshpilot/pilot/agent/readiness"
 	"github.com/meshpilot/meshpilot/pilot/agent/sds"
 	"github.com/meshpilot/meshpilot/pilot/agent/secrets"
 	"github.com/meshpilot/meshpilot/pilot/agent/wasm"
@@ -212,6 +215,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		run("wasm-cache", a.wasm.Run)
 	}
 	run("status", a.health.Run)
+	// A VM's WorkloadGroup probe (ProxyConfig.readinessProbe): its health
+	// goes to the control plane over xDS, for the WorkloadEntry.
+	if probe := a.cfg.ProxyConfig.GetReadinessProbe(); probe != nil {
+		prober, err := readiness.New(probe, func(r readiness.Report) {
+			a.proxy.ReportHealth(xdsproxy.HealthReport{Healthy: r.Healthy, Message: r.Message})
+		}, a.log.With("component", "readiness-probe"))
+		if err != nil {
+			a.log.Warn("readinessProbe ignored", "error", err)
+		} else {
+			run("readiness-probe", func(ctx context.Context) error { prober.Run(ctx); return nil })
+		}
+	}
 
 	var envoyErr error
 	if a.envoy != nil {

@@ -190,7 +190,7 @@ func workloadGroup() []Field {
 	return []Field{
 		{"spec.metadata", Supported, autoReg + "labels and annotations of the WorkloadEntries it creates"},
 		{"spec.template", Supported, autoReg + "the WorkloadEntry created for each connecting proxy (address, network, locality and labels from the proxy)"},
-		{"spec.probe", Supported, autoReg + "entries are health-checked (proxy.istio.io/health-checks-enabled): out of EDS until the proxy reports healthy over xDS; the VM's istio-agent runs the probe (meshpilot's pilot-agent does not yet)"},
+		{"spec.probe", Supported, autoReg + "entries are health-checked (proxy.istio.io/health-checks-enabled): out of EDS until the proxy reports healthy over xDS; the VM's agent runs the probe (istio-agent, or pilot-agent from mesh.yaml's readinessProbe)"},
 	}
 }
 
