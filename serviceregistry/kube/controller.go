@@ -32,6 +32,8 @@ type ControllerOptions struct {
 	Domain string
 	// Shard is the EndpointIndex shard written; empty means ShardKubernetes.
 	Shard string
+	// ClusterID names the cluster; its endpoints carry it.
+	ClusterID string
 	// Endpoints receives the services' endpoints.
 	Endpoints *model.EndpointIndex
 	// Filter selects the watched namespaces (discoverySelectors); nil watches all.
@@ -45,6 +47,13 @@ type ControllerOptions struct {
 	// node), a node's labels, or the selected namespaces: consumers that
 	// select Pods themselves (ServiceEntry workloadSelector) recompute then.
 	OnPodsChanged func()
+	// OnSynced, when set, is called from Run once the informers' caches
+	// synced, before the registry is computed from them; an error ends Run
+	// (with that error) without computing anything. A controller that
+	// replaces another of the same cluster and shard (a rotated kubeconfig)
+	// stops the old one there and calls Inherit, so the cluster's services
+	// and endpoints never leave the model and only differences are reported.
+	OnSynced func() error
 	// Log receives the controller's messages.
 	Log *slog.Logger
 }
@@ -167,6 +176,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return fmt.Errorf("kube controller: caches not synced: %w", context.Cause(ctx))
 	}
+	if c.opts.OnSynced != nil {
+		if err := c.opts.OnSynced(); err != nil {
+			return err
+		}
+	}
 	c.markAll()
 	c.process()
 	c.ready.Mark()
@@ -180,6 +194,24 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Inherit makes the services old holds this controller's starting point, so
+// its first computation reports only what differs from them. Call it before
+// that computation (from OnSynced) and after old stopped writing.
+func (c *Controller) Inherit(old *Controller) {
+	c.reg.replaceMu.Lock()
+	defer c.reg.replaceMu.Unlock()
+	c.reg.set.Set(old.reg.set.ByHost())
+}
+
+// Clear removes every service and endpoint the controller contributed and
+// reports the change, for a cluster that leaves; call it after Run returned.
+func (c *Controller) Clear() model.RegistryChanges {
+	return c.reg.Replace(Objects{})
+}
+
+// ClusterID is the cluster the controller watches.
+func (c *Controller) ClusterID() string { return c.opts.ClusterID }
 
 // WaitReady blocks until the caches synced and the registry holds every
 // service, or ctx ends.
@@ -307,7 +339,7 @@ func (c *Controller) states(dirty map[nsName]struct{}) []ServiceState {
 			}
 		}
 		objs.Pods = pods.list()
-		idx := NewIndex(objs)
+		idx := NewClusterIndex(objs, c.opts.ClusterID)
 		for i, n := range names {
 			st := ServiceState{Hostname: ServiceHostname(n, ns, c.opts.Domain)}
 			if svc := svcs[i]; svc != nil {
