@@ -246,18 +246,24 @@ func TestAddRotateRemove(t *testing.T) {
 	if got := changes.since(before); len(got) != 0 {
 		t.Errorf("the rotation reported %d changes (%+v), want none: nothing changed in the cluster", len(got), got)
 	}
-	// The new controller serves: a new endpoint arrives.
+	// The new controller serves: a new endpoint arrives (and its change
+	// is reported: the endpoints are written before OnChange is called).
+	reported := changes.len()
 	if _, err := cs.DiscoveryV1().EndpointSlices("shop").Update(t.Context(), webSlice("10.2.0.1", "10.2.0.2"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, waitTime, "the second endpoint", func() bool { return len(endpoints.Endpoints(webHost)) == 2 })
+	testutil.Eventually(t, waitTime, "the second endpoint", func() bool {
+		return len(endpoints.Endpoints(webHost)) == 2 && changes.len() > reported
+	})
 
 	// Remove: one change takes the service and its endpoints out.
 	before = changes.len()
 	if err := secrets.Delete(t.Context(), "remote-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, waitTime, "remote-a removed", func() bool { return c.Service(webHost) == nil })
+	testutil.Eventually(t, waitTime, "remote-a removed and reported", func() bool {
+		return c.Service(webHost) == nil && changes.len() > before
+	})
 	if eps := endpoints.Endpoints(webHost); len(eps) != 0 {
 		t.Errorf("%d endpoints left after the cluster was removed", len(eps))
 	}
