@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -104,7 +105,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	if opts.OnChange == nil {
 		opts.OnChange = func(model.RegistryChanges) {}
 	}
-	f := informers.NewSharedInformerFactory(opts.Client, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(stripManagedFields))
 	c := &Controller{
 		opts:    opts,
 		reg:     NewRegistryForShard(opts.Domain, opts.Shard, opts.Endpoints, opts.Log),
@@ -157,6 +158,17 @@ func eventHandler(fn func(old, cur any)) cache.ResourceEventHandlerFuncs {
 			fn(obj, nil)
 		},
 	}
+}
+
+// stripManagedFields drops metadata.managedFields (server-side apply's
+// bookkeeping, often the largest part of a Pod) before the informer caches
+// keep an object: nothing here reads them. Every cluster's caches, remote
+// ones included, hold less.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 func sliceServiceIndex(obj any) ([]string, error) {
