@@ -190,7 +190,7 @@ func endpointsEqual(a, b []*Endpoint) bool {
 func endpointEqual(a, b *Endpoint) bool {
 	if a.Address != b.Address || a.Port != b.Port || a.ServicePortName != b.ServicePortName ||
 		a.ServiceAccount != b.ServiceAccount || a.Locality != b.Locality || a.Weight != b.Weight ||
-		a.Healthy != b.Healthy || a.Namespace != b.Namespace || a.WorkloadName != b.WorkloadName || a.EndpointSlice != b.EndpointSlice || a.HostName != b.HostName ||
+		a.Healthy != b.Healthy || a.Namespace != b.Namespace || a.WorkloadName != b.WorkloadName || a.Workload != b.Workload || a.ClusterID != b.ClusterID || a.EndpointSlice != b.EndpointSlice || a.HostName != b.HostName ||
 		len(a.Labels) != len(b.Labels) {
 		return false
 	}

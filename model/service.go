@@ -150,6 +150,14 @@ type Endpoint struct {
 	Namespace string
 	// WorkloadName names the pod or WorkloadEntry, for debugging.
 	WorkloadName string
+	// Workload is the workload as Istio's telemetry names it: the
+	// Deployment of a ReplicaSet's pod, else the pod's controller, else the
+	// pod ("" when unknown). EDS metadata carries it.
+	Workload string
+	// ClusterID is the cluster the endpoint was read from (--clusterID for
+	// the local cluster, the remote secret's key for a remote one); "" for
+	// endpoints of no cluster (ServiceEntries).
+	ClusterID string
 	// EndpointSlice names the Kubernetes EndpointSlice the endpoint was
 	// read from ("" otherwise), for explain. The endpoints of one slice
 	// share the string.

@@ -66,13 +66,15 @@ type endpointView struct {
 	Labels          map[string]string `json:"labels,omitempty"`
 	Healthy         bool              `json:"healthy"`
 	Network         string            `json:"network,omitempty"`
+	// ClusterID is the cluster the endpoint came from (multicluster).
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 func newEndpointView(e *model.Endpoint) endpointView {
 	return endpointView{
 		Address: e.Address, Port: e.Port, ServicePortName: e.ServicePortName, Namespace: e.Namespace,
 		WorkloadName: e.WorkloadName, ServiceAccount: e.ServiceAccount, Locality: e.Locality, Labels: e.Labels, Healthy: e.Healthy,
-		Network: e.Network,
+		Network: e.Network, ClusterID: e.ClusterID,
 	}
 }
 

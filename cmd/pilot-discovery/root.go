@@ -29,6 +29,7 @@ func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra
 	root.SetErr(stderr)
 	root.AddCommand(newPreviewCommand(os.Stdin))
 	root.AddCommand(newExplainCommand())
+	root.AddCommand(newCreateRemoteSecretCommand())
 	root.AddCommand(newDiscoveryCommand(stderr, getenv), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
@@ -53,6 +54,7 @@ func newDiscoveryCommand(stderr io.Writer, getenv func(string) string) *cobra.Co
 				return err
 			}
 			applyPodNamespace(&opts, cmd.Flags().Changed("namespace"), getenv)
+			applyClusterID(&opts, cmd.Flags().Changed("clusterID"), getenv)
 			opts.PodName = podName(getenv, os.Hostname)
 			opts.Log = logging.New(stderr, level)
 			// In a pod with neither source given, read the cluster (as istiod).
@@ -134,7 +136,7 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 	}{
 		{"PILOT_DEBOUNCE_AFTER", &opts.DebounceAfter}, {"PILOT_DEBOUNCE_MAX", &opts.DebounceMax},
 		{"MESHPILOT_EDS_DEBOUNCE_MAX", &opts.EDSDebounceMax},
-		{"PILOT_XDS_SEND_TIMEOUT", &opts.SendTimeout},
+		{"PILOT_XDS_SEND_TIMEOUT", &opts.SendTimeout}, {"PILOT_REMOTE_CLUSTER_TIMEOUT", &opts.RemoteClusterTimeout},
 		{"DEFAULT_WORKLOAD_CERT_TTL", &opts.CA.Policy.DefaultTTL}, {"MAX_WORKLOAD_CERT_TTL", &opts.CA.Policy.MaxTTL},
 		{"CITADEL_SELF_SIGNED_CA_CERT_TTL", &opts.CA.SelfSignedTTL},
 		{"PILOT_WORKLOAD_ENTRY_GRACE_PERIOD", &opts.WorkloadEntryGracePeriod},
@@ -213,6 +215,14 @@ func applyStatusEnv(opts *bootstrap.Options, getenv func(string) string) error {
 func applyPodNamespace(opts *bootstrap.Options, flagSet bool, getenv func(string) string) {
 	if v := getenv("POD_NAMESPACE"); v != "" && !flagSet {
 		opts.Namespace = v
+	}
+}
+
+// applyClusterID takes the local cluster's ID from CLUSTER_ID (istiod's
+// default for --clusterID) unless --clusterID was given.
+func applyClusterID(opts *bootstrap.Options, flagSet bool, getenv func(string) string) {
+	if v := getenv("CLUSTER_ID"); v != "" && !flagSet {
+		opts.ClusterID = v
 	}
 }
 

@@ -132,6 +132,21 @@ func TestPodNamespace(t *testing.T) {
 	}
 }
 
+func TestClusterIDFromEnv(t *testing.T) {
+	env := func(k string) string { return map[string]string{"CLUSTER_ID": "cluster-1"}[k] }
+	opts := bootstrap.DefaultOptions()
+	applyClusterID(&opts, false, env)
+	if opts.ClusterID != "cluster-1" {
+		t.Errorf("cluster ID %q, want CLUSTER_ID's cluster-1", opts.ClusterID)
+	}
+	opts = bootstrap.DefaultOptions()
+	opts.ClusterID = "from-flag"
+	applyClusterID(&opts, true, env)
+	if opts.ClusterID != "from-flag" {
+		t.Errorf("cluster ID %q: CLUSTER_ID overrode --clusterID", opts.ClusterID)
+	}
+}
+
 func TestPodName(t *testing.T) {
 	host := func() (string, error) { return "host-1", nil }
 	if got := podName(func(k string) string { return map[string]string{"POD_NAME": "istiod-abc"}[k] }, host); got != "istiod-abc" {

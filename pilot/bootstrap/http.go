@@ -2,12 +2,14 @@ package bootstrap
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/pprof"
 
 	"github.com/meshpilot/meshpilot/pilot/console"
 	"github.com/meshpilot/meshpilot/pilot/explain/explainhttp"
 	"github.com/meshpilot/meshpilot/pilot/preview"
+	"github.com/meshpilot/meshpilot/serviceregistry/multicluster"
 )
 
 // httpMux serves --httpAddr: /ready (the kubelet probes it on the pod IP),
@@ -47,6 +49,7 @@ func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
 	pv.Register(mux)
 	mux.Handle(explainhttp.Path, explainhttp.Handler(s.discovery))
 	console.New(s.consoleSources(pv), s.log.With("component", "console")).Register(mux)
+	mux.HandleFunc("/debug/clusterz", s.clusterz)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -74,4 +77,21 @@ func (s *Server) consoleSources(pv *preview.Previewer) console.Sources {
 		return pv.Preview(ctx, preview.Request{YAML: yaml})
 	}
 	return src
+}
+
+// clusterz is /debug/clusterz, as istiod's: the local cluster, then each
+// remote cluster with the secret defining it and its sync status (never
+// the kubeconfig).
+func (s *Server) clusterz(w http.ResponseWriter, _ *http.Request) {
+	out := []multicluster.ClusterInfo{{ID: s.opts.ClusterID, Status: multicluster.StatusSynced}}
+	if s.kube != nil {
+		if !s.kube.registry.HasSynced() {
+			out[0].Status = multicluster.StatusSyncing
+		}
+		out = append(out, s.kube.remotes.Clusters()...)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 	"github.com/meshpilot/meshpilot/pilot/leaderelection"
 	kubereg "github.com/meshpilot/meshpilot/serviceregistry/kube"
+	"github.com/meshpilot/meshpilot/serviceregistry/multicluster"
 )
 
 // kubeSources are the Kubernetes config sources: the service registry
@@ -31,8 +33,10 @@ type kubeSources struct {
 	client   kubernetes.Interface
 	filter   *kubereg.NamespaceFilter
 	registry *kubereg.Controller
-	configs  *configkube.Controller
-	mesh     *configkube.MeshWatcher // nil when the mesh comes from a file
+	// remotes are the remote clusters of the remote secrets.
+	remotes *multicluster.Controller
+	configs *configkube.Controller
+	mesh    *configkube.MeshWatcher // nil when the mesh comes from a file
 	// injector follows the istio-sidecar-injector ConfigMap; nil when the
 	// webhooks are off (--httpsAddr empty).
 	injector *configkube.InjectorWatcher
@@ -79,7 +83,7 @@ func kubeRestConfig(opts Options) (*rest.Config, error) {
 // newKubeSources builds the clients and controllers; meshFromFile says a
 // mesh file was found, so the ConfigMap is not watched; unsupported is
 // given the count of unsupported fields in the cluster's Istio objects.
-func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile bool, unsupported func(float64), log *slog.Logger) (*kubeSources, error) {
+func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile bool, unsupported func(float64), reg prometheus.Registerer, log *slog.Logger) (*kubeSources, error) {
 	cfg, err := kubeRestConfig(opts)
 	if err != nil {
 		return nil, err
@@ -98,9 +102,20 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 	}
 	k := &kubeSources{client: client, filter: kubereg.NewNamespaceFilter(), store: memory.New(), istio: istio}
 	k.registry, err = kubereg.NewController(kubereg.ControllerOptions{
-		Client: client, Domain: opts.Domain, Endpoints: endpoints, Filter: k.filter,
+		Client: client, Domain: opts.Domain, ClusterID: opts.ClusterID, Endpoints: endpoints, Filter: k.filter,
 		Networks: kubereg.NewNetworks(opts.Namespace, opts.ClusterID, opts.meshNetworks),
 		OnChange: k.onRegistryChange, OnPodsChanged: k.onPodsChanged, Log: log.With("registry", "kube"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	k.remotes, err = multicluster.NewController(multicluster.Options{
+		Client: client, Namespace: opts.Namespace, LocalClusterID: opts.ClusterID, Domain: opts.Domain,
+		Endpoints: endpoints, OnChange: k.onRegistryChange, SyncTimeout: opts.RemoteClusterTimeout,
+		Networks: func(id string) *kubereg.Networks {
+			return kubereg.NewNetworks(opts.Namespace, id, opts.meshNetworks)
+		},
+		Metrics: multicluster.NewMetrics(reg), Log: log.With("component", "multicluster"),
 	})
 	if err != nil {
 		return nil, err
@@ -161,9 +176,13 @@ func (k *kubeSources) start(ctx context.Context) error {
 		}
 	}
 	s.goServe("kube-registry", func() error { return k.registry.Run(ctx) })
+	s.goServe("multicluster", func() error { return k.remotes.Run(ctx) })
 	s.goServe("kube-config", func() error { return k.configs.Run(ctx) })
 	s.log.Info("waiting for Kubernetes caches to sync")
 	if err := k.registry.WaitReady(ctx); err != nil {
+		return err
+	}
+	if err := k.remotes.WaitReady(ctx); err != nil {
 		return err
 	}
 	if err := k.startCredentials(ctx); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/pilot/autoregistration"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
+	"github.com/meshpilot/meshpilot/serviceregistry/multicluster"
 	"github.com/meshpilot/meshpilot/xds"
 )
 
@@ -71,6 +72,11 @@ type Options struct {
 	CA CAOptions
 	// Domain is the cluster DNS suffix; ClusterID and Namespace identify this control plane.
 	Domain, ClusterID, Namespace string
+	// RemoteClusterTimeout (PILOT_REMOTE_CLUSTER_TIMEOUT, Istio's name and
+	// default 30s; 0 means that) bounds how long readiness waits for the
+	// remote clusters of the remote secrets (serviceregistry/multicluster)
+	// to sync.
+	RemoteClusterTimeout time.Duration
 	// Revision is the control plane's revision (REVISION, Istio's); "" or
 	// "default" is the default one. It names the injector ConfigMap and the
 	// webhook configurations this control plane reads and patches, and is
@@ -135,24 +141,25 @@ type Options struct {
 // DefaultOptions are Istio's defaults.
 func DefaultOptions() Options {
 	return Options{
-		MeshConfigFile:    "./etc/istio/config/mesh",
-		ConfigMaxFileSize: file.DefaultMaxFileSize,
-		GRPCAddr:          ":15010",
-		HTTPAddr:          ":8080",
-		MonitoringAddr:    ":15014",
-		EnableDebugOnHTTP: true,
-		SecureGRPCAddr:    ":15012",
-		HTTPSAddr:         ":15017",
-		CA:                DefaultCAOptions(),
-		Domain:            "cluster.local",
-		ClusterID:         "Kubernetes",
-		Namespace:         "istio-system",
-		DebounceAfter:     100 * time.Millisecond,
-		DebounceMax:       10 * time.Second,
-		EnableEDSDebounce: true,
-		EDSDebounceMax:    xds.DefaultEDSDebounceMax,
-		PushThrottle:      100,
-		SendTimeout:       xds.DefaultSendTimeout,
+		MeshConfigFile:       "./etc/istio/config/mesh",
+		ConfigMaxFileSize:    file.DefaultMaxFileSize,
+		GRPCAddr:             ":15010",
+		HTTPAddr:             ":8080",
+		MonitoringAddr:       ":15014",
+		EnableDebugOnHTTP:    true,
+		SecureGRPCAddr:       ":15012",
+		HTTPSAddr:            ":15017",
+		CA:                   DefaultCAOptions(),
+		Domain:               "cluster.local",
+		ClusterID:            "Kubernetes",
+		RemoteClusterTimeout: multicluster.DefaultSyncTimeout,
+		Namespace:            "istio-system",
+		DebounceAfter:        100 * time.Millisecond,
+		DebounceMax:          10 * time.Second,
+		EnableEDSDebounce:    true,
+		EDSDebounceMax:       xds.DefaultEDSDebounceMax,
+		PushThrottle:         100,
+		SendTimeout:          xds.DefaultSendTimeout,
 		// As istiod, which reads ingress credentials from every namespace.
 		GatewayCredentials: true,
 		NativeSidecars:     true,
@@ -195,6 +202,9 @@ func (o *Options) validate() error {
 	}
 	if o.WorkloadEntryGracePeriod < 0 {
 		return fmt.Errorf("PILOT_WORKLOAD_ENTRY_GRACE_PERIOD: %v must not be negative", o.WorkloadEntryGracePeriod)
+	}
+	if o.RemoteClusterTimeout < 0 {
+		return fmt.Errorf("PILOT_REMOTE_CLUSTER_TIMEOUT: %v must not be negative (0 is the default, 30s)", o.RemoteClusterTimeout)
 	}
 	if o.Domain == "" {
 		return fmt.Errorf("--domain must not be empty")

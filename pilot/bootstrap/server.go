@@ -106,12 +106,13 @@ func NewServer(opts Options) (*Server, error) {
 
 	endpoints := model.NewEndpointIndex()
 	store := memory.New()
-	sources, err := newSources(opts, endpoints, store, fromFile, metrics.UnsupportedFields.WithLabelValues("kubernetes").Set, log)
+	sources, err := newSources(opts, endpoints, store, fromFile, metrics.UnsupportedFields.WithLabelValues("kubernetes").Set, reg, log)
 	if err != nil {
 		return nil, err
 	}
 	kubeReg := kube.NewRegistryForShard(opts.Domain, sources.fileShard, endpoints, log.With("registry", "kube"))
 	kubeReg.SetNetworks(kube.NewNetworks(opts.Namespace, opts.ClusterID, networks))
+	kubeReg.SetClusterID(opts.ClusterID)
 	seReg := serviceentry.NewRegistry(opts.Domain, sources.configStore, endpoints, log.With("registry", "serviceentry"))
 	if sources.kube != nil {
 		seReg.SetPods(sources.kube.registry) // with files too, apply adds theirs

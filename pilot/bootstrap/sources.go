@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	meshconfig "istio.io/api/mesh/v1alpha1"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -30,7 +31,7 @@ type sourceSet struct {
 	secrets *secrets.Source
 }
 
-func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.Store, meshFromFile bool, unsupported func(float64), log *slog.Logger) (*sourceSet, error) {
+func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.Store, meshFromFile bool, unsupported func(float64), reg prometheus.Registerer, log *slog.Logger) (*sourceSet, error) {
 	set := &sourceSet{configStore: fileStore, fileShard: kube.ShardKubernetes, hasFiles: opts.ConfigDir != ""}
 	if opts.GatewayCredentials && (set.hasFiles || opts.kubeMode()) {
 		set.secrets = secrets.NewSource()
@@ -38,7 +39,7 @@ func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.
 	if !opts.kubeMode() {
 		return set, nil
 	}
-	ks, err := newKubeSources(opts, endpoints, meshFromFile, unsupported, log)
+	ks, err := newKubeSources(opts, endpoints, meshFromFile, unsupported, reg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -54,16 +55,19 @@ func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.
 	return set, nil
 }
 
-// registries orders the service registries: Kubernetes informers, then
-// ServiceEntries (of both sources), then manifest files.
+// registries orders the service registries: the local cluster's
+// informers, the remote clusters', then ServiceEntries (of both sources),
+// then manifest files. A hostname several clusters define is the local
+// cluster's service (else the lowest remote cluster ID's), with the
+// endpoints of every cluster (namespace sameness).
 func (set *sourceSet) registries(fileReg *kube.Registry, seReg model.ServiceDiscovery) []model.ServiceDiscovery {
 	switch {
 	case set.kube == nil:
 		return []model.ServiceDiscovery{fileReg, seReg}
 	case set.hasFiles:
-		return []model.ServiceDiscovery{set.kube.registry, seReg, fileReg}
+		return []model.ServiceDiscovery{set.kube.registry, set.kube.remotes, seReg, fileReg}
 	default:
-		return []model.ServiceDiscovery{set.kube.registry, seReg}
+		return []model.ServiceDiscovery{set.kube.registry, set.kube.remotes, seReg}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -32,6 +33,8 @@ type ControllerOptions struct {
 	Domain string
 	// Shard is the EndpointIndex shard written; empty means ShardKubernetes.
 	Shard string
+	// ClusterID names the cluster; its endpoints carry it.
+	ClusterID string
 	// Endpoints receives the services' endpoints.
 	Endpoints *model.EndpointIndex
 	// Filter selects the watched namespaces (discoverySelectors); nil watches all.
@@ -48,6 +51,13 @@ type ControllerOptions struct {
 	// node), a node's labels, or the selected namespaces: consumers that
 	// select Pods themselves (ServiceEntry workloadSelector) recompute then.
 	OnPodsChanged func()
+	// OnSynced, when set, is called from Run once the informers' caches
+	// synced, before the registry is computed from them; an error ends Run
+	// (with that error) without computing anything. A controller that
+	// replaces another of the same cluster and shard (a rotated kubeconfig)
+	// stops the old one there and calls Inherit, so the cluster's services
+	// and endpoints never leave the model and only differences are reported.
+	OnSynced func() error
 	// Log receives the controller's messages.
 	Log *slog.Logger
 }
@@ -98,7 +108,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	if opts.OnChange == nil {
 		opts.OnChange = func(model.RegistryChanges) {}
 	}
-	f := informers.NewSharedInformerFactory(opts.Client, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(opts.Client, 0, informers.WithTransform(stripManagedFields))
 	c := &Controller{
 		opts:    opts,
 		reg:     NewRegistryForShard(opts.Domain, opts.Shard, opts.Endpoints, opts.Log),
@@ -153,6 +163,17 @@ func eventHandler(fn func(old, cur any)) cache.ResourceEventHandlerFuncs {
 	}
 }
 
+// stripManagedFields drops metadata.managedFields (server-side apply's
+// bookkeeping, often the largest part of a Pod) before the informer caches
+// keep an object: nothing here reads them. Every cluster's caches, remote
+// ones included, hold less.
+func stripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
 func sliceServiceIndex(obj any) ([]string, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok || s.Labels[LabelServiceName] == "" {
@@ -170,6 +191,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return fmt.Errorf("kube controller: caches not synced: %w", context.Cause(ctx))
 	}
+	if c.opts.OnSynced != nil {
+		if err := c.opts.OnSynced(); err != nil {
+			return err
+		}
+	}
 	c.markAll()
 	c.process()
 	c.ready.Mark()
@@ -183,6 +209,24 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Inherit makes the services old holds this controller's starting point, so
+// its first computation reports only what differs from them. Call it before
+// that computation (from OnSynced) and after old stopped writing.
+func (c *Controller) Inherit(old *Controller) {
+	c.reg.replaceMu.Lock()
+	defer c.reg.replaceMu.Unlock()
+	c.reg.set.Set(old.reg.set.ByHost())
+}
+
+// Clear removes every service and endpoint the controller contributed and
+// reports the change, for a cluster that leaves; call it after Run returned.
+func (c *Controller) Clear() model.RegistryChanges {
+	return c.reg.Replace(Objects{})
+}
+
+// ClusterID is the cluster the controller watches.
+func (c *Controller) ClusterID() string { return c.opts.ClusterID }
 
 // WaitReady blocks until the caches synced and the registry holds every
 // service, or ctx ends.
@@ -310,7 +354,7 @@ func (c *Controller) states(dirty map[nsName]struct{}) []ServiceState {
 			}
 		}
 		objs.Pods = pods.list()
-		idx := NewIndex(objs).WithNetworks(c.opts.Networks)
+		idx := NewClusterIndex(objs, c.opts.ClusterID).WithNetworks(c.opts.Networks)
 		for i, n := range names {
 			st := ServiceState{Hostname: ServiceHostname(n, ns, c.opts.Domain)}
 			if svc := svcs[i]; svc != nil {

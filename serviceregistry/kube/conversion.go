@@ -28,6 +28,9 @@ const (
 	// LabelIstioLocality on a pod overrides the node's locality ("region.zone.subzone").
 	LabelIstioLocality = "istio-locality"
 
+	// labelPodTemplateHash is the ReplicaSet hash a Deployment's pods carry.
+	labelPodTemplateHash = "pod-template-hash"
+
 	labelRegionDeprecated = "failure-domain.beta.kubernetes.io/region"
 	labelZoneDeprecated   = "failure-domain.beta.kubernetes.io/zone"
 )

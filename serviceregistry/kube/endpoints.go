@@ -24,11 +24,18 @@ type Index struct {
 	nodes     map[string]*corev1.Node
 	// networks resolves endpoint networks (nil: the pod label alone).
 	networks *Networks
+	// cluster is the ClusterID of the endpoints built.
+	cluster string
 }
 
 // NewIndex indexes objs. Objects without a namespace are read as "default".
-func NewIndex(objs Objects) *Index {
+func NewIndex(objs Objects) *Index { return NewClusterIndex(objs, "") }
+
+// NewClusterIndex is NewIndex for the objects of cluster clusterID: the
+// endpoints it builds carry that ClusterID.
+func NewClusterIndex(objs Objects, clusterID string) *Index {
 	x := &Index{
+		cluster:   clusterID,
 		slices:    map[nsName][]*discoveryv1.EndpointSlice{},
 		endpoints: map[nsName]*corev1.Endpoints{},
 		pods:      map[nsName]*corev1.Pod{},
@@ -277,6 +284,7 @@ func (x *Index) endpoint(svc *corev1.Service, addr string, p portMatch, ready bo
 		ServicePortName: p.name,
 		Healthy:         ready || svc.Spec.PublishNotReadyAddresses,
 		Namespace:       ns,
+		ClusterID:       x.cluster,
 	}
 	var pod *corev1.Pod
 	if ref != nil && (ref.Kind == "" || ref.Kind == "Pod") {
@@ -299,6 +307,7 @@ func (x *Index) endpoint(svc *corev1.Service, addr string, p portMatch, ready bo
 		}
 		ep.Namespace = namespaceOf(pod.Namespace)
 		ep.WorkloadName = pod.Name
+		ep.Workload = workloadOf(pod)
 		if node == "" {
 			node = pod.Spec.NodeName
 		}
@@ -368,4 +377,24 @@ func (s *endpointSet) add(e *model.Endpoint) {
 	}
 	s.index[k] = len(s.list)
 	s.list = append(s.list, e)
+}
+
+// workloadOf names the workload of pod as Istio's telemetry does: the
+// controller in its owner references, a ReplicaSet read as its Deployment
+// (the name less "-" and the pod-template-hash label), else the pod.
+func workloadOf(pod *corev1.Pod) string {
+	for _, ref := range pod.OwnerReferences {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		if ref.Kind == "ReplicaSet" {
+			if hash := pod.Labels[labelPodTemplateHash]; hash != "" {
+				if name, ok := strings.CutSuffix(ref.Name, "-"+hash); ok {
+					return name
+				}
+			}
+		}
+		return ref.Name
+	}
+	return pod.Name
 }

@@ -92,13 +92,13 @@ func TestFromSlices(t *testing.T) {
 	got := NewIndex(objs).Endpoints(svc)
 	want := []*model.Endpoint{
 		{Address: "10.1.0.1", Port: 8080, ServicePortName: "http", Labels: web, ServiceAccount: "web-sa",
-			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1", EndpointSlice: "web-abc"},
+			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", Workload: "web-1", HostName: "web-1", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.1", Port: 9090, ServicePortName: "metrics", Labels: web, ServiceAccount: "web-sa",
-			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", HostName: "web-1", EndpointSlice: "web-abc"},
+			Locality: "us-east1/us-east1-b/rack1", Healthy: true, Namespace: "shop", WorkloadName: "web-1", Workload: "web-1", HostName: "web-1", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.2", Port: 8080, ServicePortName: "http", Labels: web, ServiceAccount: "default",
-			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2", EndpointSlice: "web-abc"},
+			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2", Workload: "web-2", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.2", Port: 9090, ServicePortName: "metrics", Labels: web, ServiceAccount: "default",
-			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2", EndpointSlice: "web-abc"},
+			Locality: "us-west1/us-west1-a", Healthy: false, Namespace: "shop", WorkloadName: "web-2", Workload: "web-2", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.3", Port: 8080, ServicePortName: "http", Healthy: true, Namespace: "shop", EndpointSlice: "web-abc"},
 		{Address: "10.1.0.3", Port: 9090, ServicePortName: "metrics", Healthy: true, Namespace: "shop", EndpointSlice: "web-abc"},
 	}
@@ -154,7 +154,7 @@ func TestFromEndpoints(t *testing.T) {
 	got := NewIndex(objs).Endpoints(svc)
 	want := []*model.Endpoint{
 		{Address: "10.1.0.1", Port: 8080, ServicePortName: "http", Labels: web, ServiceAccount: "web-sa",
-			Locality: "us-west1/us-west1-a", Healthy: true, Namespace: "shop", WorkloadName: "web-1"},
+			Locality: "us-west1/us-west1-a", Healthy: true, Namespace: "shop", WorkloadName: "web-1", Workload: "web-1"},
 		{Address: "10.1.0.2", Port: 8080, ServicePortName: "http", Healthy: false, Namespace: "shop"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -192,7 +192,7 @@ func TestFromPods(t *testing.T) {
 	eu := map[string]string{"app": "web", LabelIstioLocality: "eu.eu-1"}
 	ep := func(ip string, port uint32, name string, labels map[string]string, locality string, healthy bool, pod string) *model.Endpoint {
 		return &model.Endpoint{Address: ip, Port: port, ServicePortName: name, Labels: labels, ServiceAccount: "web-sa",
-			Locality: locality, Healthy: healthy, Namespace: "shop", WorkloadName: pod}
+			Locality: locality, Healthy: healthy, Namespace: "shop", WorkloadName: pod, Workload: pod}
 	}
 	want := []*model.Endpoint{
 		ep("10.1.0.1", 8080, "http", v1, loc, true, "web-1"),

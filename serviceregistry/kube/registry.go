@@ -21,6 +21,8 @@ type Registry struct {
 	endpoints *model.EndpointIndex
 	log       *slog.Logger
 	networks  *Networks
+	// cluster is the ClusterID its endpoints carry.
+	cluster string
 
 	// replaceMu serialises Replace and Apply, the only writers; readers use
 	// the set's snapshots, so conversion does not block them.
@@ -48,11 +50,15 @@ func (r *Registry) SetNetworks(n *Networks) {
 	r.networks = n
 }
 
+// SetClusterID makes the endpoints of later Replace calls carry id as
+// their ClusterID; call it before the first Replace.
+func (r *Registry) SetClusterID(id string) { r.cluster = id }
+
 // Replace makes objs the registry's whole object set, updates the endpoint
 // index, and reports which services changed and which changed only their
 // endpoints.
 func (r *Registry) Replace(objs Objects) model.RegistryChanges {
-	idx := NewIndex(objs).WithNetworks(r.networks)
+	idx := NewClusterIndex(objs, r.cluster).WithNetworks(r.networks)
 	next := make(map[string]*model.Service, len(objs.Services))
 	eps := make(map[string][]*model.Endpoint, len(objs.Services))
 

@@ -57,6 +57,8 @@ var (
 	namespaceAccess = []grant{
 		{"coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}},
 		{"", []string{"secrets"}, []string{"get", "create", "update"}},
+		// multiCluster.enabled (the default): the remote secrets.
+		{"", []string{"secrets"}, []string{"list", "watch"}},
 	}
 	// credentialAccess is granted cluster-wide only with
 	// gateways.credentials.enabled (the default): the Secret informer
@@ -122,12 +124,13 @@ func statusWriteAccess() []access {
 }
 
 // credentialsOffDenied are denied with gateways.credentials.enabled=false:
-// no Secret is readable outside the release namespace, and none is listable.
+// no Secret is readable outside the release namespace, and none listable
+// but there (the remote secrets, multiCluster.enabled).
 var credentialsOffDenied = []access{
 	{"", "secrets", "list", ""},
 	{"", "secrets", "get", "default"},
 	{"", "secrets", "watch", "default"},
-	{"", "secrets", "list", releaseNS},
+	{"", "secrets", "list", "default"},
 	{"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 }
 

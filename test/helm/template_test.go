@@ -234,7 +234,7 @@ func checkDeployment(t *testing.T, dep *appsv1.Deployment, serviceAccount, image
 	wantArgs := []string{"discovery", "--monitoringAddr=:15014", "--log_output_level=default:info",
 		"--domain", "cluster.local", "--meshConfig=/etc/istio/config/mesh",
 		"--networksConfig=/etc/istio/config/meshNetworks", "--namespace=" + releaseNS,
-		"--keepaliveMaxServerConnectionAge", "30m", "--debugAddr=127.0.0.1:8081"}
+		"--clusterID=Kubernetes", "--keepaliveMaxServerConnectionAge", "30m", "--debugAddr=127.0.0.1:8081"}
 	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}

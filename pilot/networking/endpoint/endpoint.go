@@ -27,7 +27,8 @@ func Build(proxy *model.Proxy, push *model.PushContext, names []string) []*endpo
 // outbound cluster of a known service, port and subset gets an assignment
 // with no endpoints, so Envoy does not wait for it forever. Endpoints of
 // workloads with a sidecar carry the envoy.transport_socket_match metadata
-// auto-mTLS matches ({tlsMode: istio}); a DestinationRule's locality load
+// auto-mTLS matches ({tlsMode: istio}), and endpoints of a cluster carry
+// istiod's istio.workload metadata (see lbEndpointMetadata); a DestinationRule's locality load
 // balancing is applied for the proxy's locality.
 func BuildLoadAssignment(proxy *model.Proxy, push *model.PushContext, name string) *endpointv3.ClusterLoadAssignment {
 	t := resolve(proxy, push, name)
@@ -118,7 +119,7 @@ func (t target) build(proxy *model.Proxy, push *model.PushContext, name string) 
 			byLocality[e.Locality] = group
 		}
 		lbe := cluster.LbEndpoint(e.Address, e.Port, e.Weight, e.Healthy)
-		lbe.Metadata = cluster.EndpointMetadata(e.Labels)
+		lbe.Metadata = lbEndpointMetadata(e)
 		group.LbEndpoints = append(group.LbEndpoints, lbe)
 		group.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
 		if withLabels {

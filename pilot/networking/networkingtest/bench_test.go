@@ -42,20 +42,42 @@ func BenchmarkLDS(b *testing.B) {
 	benchGenerator(b, listener.Generator{}, wildcard(model.ListenerType))
 }
 
-func BenchmarkEDS(b *testing.B) {
-	benchGenerator(b, endpoint.Generator{}, func(b *testing.B, push *model.PushContext) *model.WatchedResource {
-		clusters, err := cluster.Build(nt.ScaleProxy(), push)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var names []string
-		for _, c := range clusters {
-			if c.GetType() == clusterv3.Cluster_EDS {
-				names = append(names, c.GetName())
+func BenchmarkEDS(b *testing.B) { benchGenerator(b, endpoint.Generator{}, edsWatch) }
+
+// BenchmarkEDSWithCluster is BenchmarkEDS with every endpoint read from a
+// cluster, as the Kubernetes registries write them (ClusterID and Workload
+// set): the cost of istiod's istio.workload endpoint metadata.
+func BenchmarkEDSWithCluster(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			in := nt.Scale(n)
+			for host, eps := range in.Endpoints {
+				withCluster := make([]*model.Endpoint, len(eps))
+				for i, e := range eps {
+					c := *e
+					c.ClusterID, c.Workload = "cluster-1", c.Labels["app"]+"-"+c.Labels["version"]
+					withCluster[i] = &c
+				}
+				in.Endpoints[host] = withCluster
 			}
+			benchColdWarm(b, &in, endpoint.Generator{}, edsWatch)
+		})
+	}
+}
+
+// edsWatch subscribes to every EDS cluster CDS gives ScaleProxy.
+func edsWatch(b *testing.B, push *model.PushContext) *model.WatchedResource {
+	clusters, err := cluster.Build(nt.ScaleProxy(), push)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for _, c := range clusters {
+		if c.GetType() == clusterv3.Cluster_EDS {
+			names = append(names, c.GetName())
 		}
-		return watch(model.EndpointType, names)
-	})
+	}
+	return watch(model.EndpointType, names)
 }
 
 // BenchmarkNDS is the DNS name table (cached per namespace and Sidecar).
