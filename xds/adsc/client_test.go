@@ -61,24 +61,32 @@ func (h *heldEDS) StreamAggregatedResources(s discovery.AggregatedDiscoveryServi
 	}
 }
 
-// TestCompleteWaitsForReferencedEDSAndOnResponseReports checks Complete
-// (CDS alone is not complete while an EDS cluster it names has no
-// assignment) and the OnResponse hook (type, names, size of each response).
-func TestCompleteWaitsForReferencedEDSAndOnResponseReports(t *testing.T) {
+// serveADS serves srv on a loopback port until the test ends and returns
+// a client connection to it.
+func serveADS(t *testing.T, srv discovery.AggregatedDiscoveryServiceServer) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &heldEDS{release: make(chan struct{})}
 	gs := grpc.NewServer()
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, srv)
 	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
+	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// TestCompleteWaitsForReferencedEDSAndOnResponseReports checks Complete
+// (CDS alone is not complete while an EDS cluster it names has no
+// assignment) and the OnResponse hook (type, names, size of each response).
+func TestCompleteWaitsForReferencedEDSAndOnResponseReports(t *testing.T) {
+	srv := &heldEDS{release: make(chan struct{})}
+	conn := serveADS(t, srv)
 
 	var mu sync.Mutex
 	var seen []string

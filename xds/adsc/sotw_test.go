@@ -3,7 +3,6 @@ package adsc
 import (
 	"context"
 	"maps"
-	"net"
 	"slices"
 	"strconv"
 	"testing"
@@ -12,8 +11,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -63,20 +60,8 @@ func (s *scriptedADS) StreamAggregatedResources(st discovery.AggregatedDiscovery
 // subscribes to (the CDS that named them shrank) and names it never asked
 // for; those are dropped on the next EDS response.
 func TestSotWDropsUnsubscribedEDS(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &scriptedADS{reqs: make(chan *discovery.DiscoveryRequest, 16), resps: make(chan *discovery.DiscoveryResponse)}
-	gs := grpc.NewServer()
-	discovery.RegisterAggregatedDiscoveryServiceServer(gs, srv)
-	go func() { _ = gs.Serve(lis) }()
-	defer gs.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := serveADS(t, srv)
 	c := New(Config{Types: []string{model.ClusterType, model.EndpointType}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
