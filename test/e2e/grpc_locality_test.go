@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,9 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/xds"
 
 	"github.com/meshpilot/meshpilot/test/e2e/xdstest"
 )
@@ -51,31 +48,11 @@ func stoppableBackend(t *testing.T, name string) (int, func()) {
 // "region/zone" and the workload labels (ISTIO_META_LABELS / LABELS).
 func dialFrom(t *testing.T, addr, region, zone string, labels map[string]string) xdstest.Client {
 	t.Helper()
-	raw, err := json.Marshal(map[string]any{
-		"xds_servers": []any{map[string]any{
-			"server_uri":      addr,
-			"channel_creds":   []any{map[string]any{"type": "insecure"}},
-			"server_features": []any{"xds_v3"},
-		}},
-		"node": map[string]any{
-			"id":       "sidecar~127.0.0.1~client.test~test.svc.cluster.local",
-			"locality": map[string]any{"region": region, "zone": zone},
-			"metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": "test", "LABELS": labels},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	builder, err := xds.NewXDSResolverWithConfigForTesting(raw)
-	if err != nil {
-		t.Fatalf("xds resolver: %v", err)
-	}
-	conn, err := grpc.NewClient("xds:///"+xdstest.EchoTarget, grpc.WithResolvers(builder), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return testgrpc.NewTestServiceClient(conn)
+	return xdstest.DialBootstrap(t, xdstest.BootstrapNode(t, addr, map[string]any{
+		"id":       "sidecar~127.0.0.1~client.test~test.svc.cluster.local",
+		"locality": map[string]any{"region": region, "zone": zone},
+		"metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": "test", "LABELS": labels},
+	}), xdstest.EchoTarget)
 }
 
 // localityConfig is the echo ServiceEntry with backend near in

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,10 +11,6 @@ import (
 	"time"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -234,30 +229,10 @@ spec:
 // proxyless client in namespace test on network nw (ISTIO_META_NETWORK).
 func dialOnNetwork(t *testing.T, addr, nw string) xdstest.Client {
 	t.Helper()
-	raw, err := json.Marshal(map[string]any{
-		"xds_servers": []any{map[string]any{
-			"server_uri":      addr,
-			"channel_creds":   []any{map[string]any{"type": "insecure"}},
-			"server_features": []any{"xds_v3"},
-		}},
-		"node": map[string]any{
-			"id":       "sidecar~127.0.0.1~client.test~test.svc.cluster.local",
-			"metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": "test", "NETWORK": nw},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	builder, err := xds.NewXDSResolverWithConfigForTesting(raw)
-	if err != nil {
-		t.Fatalf("xds resolver: %v", err)
-	}
-	conn, err := grpc.NewClient("xds:///"+xdstest.EchoTarget, grpc.WithResolvers(builder), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return testgrpc.NewTestServiceClient(conn)
+	return xdstest.DialBootstrap(t, xdstest.BootstrapNode(t, addr, map[string]any{
+		"id":       "sidecar~127.0.0.1~client.test~test.svc.cluster.local",
+		"metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": "test", "NETWORK": nw},
+	}), xdstest.EchoTarget)
 }
 
 // TestGRPCTwoNetworks is the acceptance test of split-horizon EDS for

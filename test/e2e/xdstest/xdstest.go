@@ -135,6 +135,16 @@ func CallDirect(ctx context.Context, t testing.TB, port int) (string, error) {
 // servers ask for Istio's inbound listener names.
 func Bootstrap(t testing.TB, addr, pod, ns string) []byte {
 	t.Helper()
+	return BootstrapNode(t, addr, map[string]any{
+		"id":       fmt.Sprintf("sidecar~127.0.0.1~%s.%s~%s.svc.cluster.local", pod, ns, ns),
+		"metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": ns},
+	})
+}
+
+// BootstrapNode is Bootstrap with the xDS node given whole (id, metadata,
+// locality as grpc-go's bootstrap JSON spells them).
+func BootstrapNode(t testing.TB, addr string, node map[string]any) []byte {
+	t.Helper()
 	cfg := map[string]any{
 		"xds_servers": []any{map[string]any{
 			"server_uri":      addr,
@@ -142,10 +152,7 @@ func Bootstrap(t testing.TB, addr, pod, ns string) []byte {
 			"server_features": []any{"xds_v3"},
 		}},
 		"server_listener_resource_name_template": grpcgen.InboundListenerPrefix + "%s",
-		"node": map[string]any{
-			"id":       fmt.Sprintf("sidecar~127.0.0.1~%s.%s~%s.svc.cluster.local", pod, ns, ns),
-			"metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": ns},
-		},
+		"node":                                   node,
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
@@ -158,7 +165,14 @@ func Bootstrap(t testing.TB, addr, pod, ns string) []byte {
 // through the discovery server at addr, with its own xDS client (no process-global bootstrap).
 func Dial(t testing.TB, addr, ns, target string) Client {
 	t.Helper()
-	builder, err := xds.NewXDSResolverWithConfigForTesting(Bootstrap(t, addr, "client", ns))
+	return DialBootstrap(t, Bootstrap(t, addr, "client", ns), target)
+}
+
+// DialBootstrap opens an xds:/// channel to target with its own xDS client
+// configured by the bootstrap JSON raw; it closes when the test ends.
+func DialBootstrap(t testing.TB, raw []byte, target string) Client {
+	t.Helper()
+	builder, err := xds.NewXDSResolverWithConfigForTesting(raw)
 	if err != nil {
 		t.Fatalf("xds resolver: %v", err)
 	}
