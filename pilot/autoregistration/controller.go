@@ -339,15 +339,9 @@ func (c *Controller) unregister(ctx context.Context, k entryKey, d disconnectEve
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	entries := c.opts.Client.NetworkingV1().WorkloadEntries(k.namespace)
-	cur, err := entries.Get(ctx, k.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if cur.Annotations[AnnotationController] != c.opts.InstanceID {
-		return nil // reconnected to another replica
+	cur, err := c.controlled(ctx, k)
+	if cur == nil {
+		return err // gone, or reconnected to another replica
 	}
 	if last, ok := annotationTime(cur.Annotations, AnnotationConnectedAt); ok && last.After(d.connectedAt) {
 		return nil // reconnected here
@@ -367,6 +361,21 @@ func (c *Controller) unregister(ctx context.Context, k entryKey, d disconnectEve
 		c.queue.after(c.opts.GracePeriod, k, work{cleanup: true})
 	}
 	return nil
+}
+
+// controlled reads k and returns it while this replica controls it; nil
+// (and no error) when it is gone or another replica controls it.
+func (c *Controller) controlled(ctx context.Context, k entryKey) (*networkingv1.WorkloadEntry, error) {
+	cur, err := c.opts.Client.NetworkingV1().WorkloadEntries(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case cur.Annotations[AnnotationController] != c.opts.InstanceID:
+		return nil, nil
+	}
+	return cur, nil
 }
 
 // deleteIfGone deletes k if the cleanup policy says its proxy is gone;

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	metav1alpha1 "istio.io/api/meta/v1alpha1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
@@ -18,15 +17,9 @@ func (c *Controller) updateHealth(ctx context.Context, k entryKey, h healthEvent
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	entries := c.opts.Client.NetworkingV1().WorkloadEntries(k.namespace)
-	cur, err := entries.Get(ctx, k.name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	cur, err := c.controlled(ctx, k)
+	if cur == nil {
 		return err
-	}
-	if cur.Annotations[AnnotationController] != c.opts.InstanceID {
-		return nil
 	}
 	next := cur.DeepCopy()
 	cond := healthCondition(next.Status.GetConditions(), h)
