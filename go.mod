@@ -47,6 +47,7 @@ require (
 	github.com/spf13/cast v1.7.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
+	sigs.k8s.io/gateway-api v1.6.3 // indirect
 )
 
 require (
