@@ -24,6 +24,7 @@ require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/apiserver v0.37.2
 	k8s.io/client-go v0.37.2
+	sigs.k8s.io/gateway-api v1.6.3
 	sigs.k8s.io/yaml v1.6.0
 )
 
@@ -47,7 +48,6 @@ require (
 	github.com/spf13/cast v1.7.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
-	sigs.k8s.io/gateway-api v1.6.3 // indirect
 )
 
 require (

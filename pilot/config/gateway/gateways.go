@@ -96,9 +96,6 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 		valid++
 		out = append(out, t.internalGateway(l, tls))
 	}
-	for _, l := range st.listeners {
-		st.status.Listeners = append(st.status.Listeners, *l.status)
-	}
 	switch {
 	case valid == len(st.listeners):
 		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "", gen))
@@ -133,9 +130,9 @@ func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSetti
 			Kind:      model.KindGateway,
 			Name:      l.internal,
 			Namespace: l.gw.Namespace,
-			ResourceVersion: l.gw.ResourceVersion,
-			Generation:      l.gw.Generation,
-			Source:          "gateway-api:" + KindGateway + "/" + l.gw.Namespace + "/" + l.gw.Name,
+			// No resourceVersion: a status write changes it, not the config.
+			Generation: l.gw.Generation,
+			Source:     "gateway-api:" + KindGateway + "/" + l.gw.Namespace + "/" + l.gw.Name,
 		},
 		Spec: &networking.Gateway{
 			Servers:  []*networking.Server{srv},
