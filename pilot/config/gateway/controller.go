@@ -34,9 +34,10 @@ type Options struct {
 	// OnChange is told which configs of Store changed (after the initial
 	// content, which is in Store when WaitReady returns).
 	OnChange func(keys []model.ConfigKey)
-	// Service, Secret and Namespaces are Input's lookups; Resync after
-	// what they see changed.
-	Service      func(hostname string) *model.Service
+	// Services lists the mesh's services (backendRefs, addresses), read
+	// at each translation; Secret and Namespaces are Input's lookups.
+	// Resync after what they see changed.
+	Services     func() []*model.Service
 	Secret       func(namespace, name string) bool
 	Namespaces   func(name string) map[string]string
 	DomainSuffix string
@@ -151,7 +152,14 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // input lists the objects from the informers' caches.
 func (c *Controller) input() (Input, error) {
-	in := Input{Service: c.opts.Service, Secret: c.opts.Secret, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
+	in := Input{Secret: c.opts.Secret, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
+	if c.opts.Services != nil {
+		byHost := map[string]*model.Service{}
+		for _, s := range c.opts.Services() {
+			byHost[s.Hostname] = s
+		}
+		in.Service = func(host string) *model.Service { return byHost[host] }
+	}
 	var err error
 	all := labels.Everything()
 	if in.GatewayClasses, err = c.classes.List(all); err != nil {
