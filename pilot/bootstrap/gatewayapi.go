@@ -3,12 +3,16 @@ package bootstrap
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 )
 
@@ -60,4 +64,58 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 		})
 	})
 	return c.WaitReady(ctx)
+}
+
+// withGatewayAPI returns the snapshot's configs plus the translation of its
+// Gateway API objects (the Istio Gateways and VirtualServices istiod would
+// make of them), sorted by kind, namespace and name. A config directory
+// has no status to write: routes and listeners that are not accepted are
+// logged, one line per translation.
+func (s *Server) withGatewayAPI(snap *file.Snapshot) []model.Config {
+	in := snap.GatewayAPI
+	if len(in.Gateways) == 0 {
+		return snap.Configs
+	}
+	byHost := map[string]*model.Service{}
+	for _, svc := range s.env.ServiceDiscovery.Services() {
+		byHost[svc.Hostname] = svc
+	}
+	secrets := map[[2]string]bool{}
+	for _, sec := range snap.Secrets {
+		secrets[[2]string{sec.Namespace, sec.Name}] = true
+	}
+	in.Service = func(host string) *model.Service { return byHost[host] }
+	in.Secret = func(ns, name string) bool { return secrets[[2]string{ns, name}] }
+	in.DomainSuffix = s.opts.Domain
+	out := gateway.Translate(in)
+	var problems []string
+	for key, st := range out.HTTPRoutes {
+		for _, p := range st.Parents {
+			for _, c := range p.Conditions {
+				if c.Status != metav1.ConditionTrue {
+					problems = append(problems, fmt.Sprintf("HTTPRoute %s: %s %s (%s)", key, c.Type, c.Reason, c.Message))
+				}
+			}
+		}
+	}
+	for key, st := range out.Gateways {
+		for _, l := range st.Listeners {
+			for _, c := range l.Conditions {
+				bad := c.Status != metav1.ConditionTrue
+				if c.Type == string(gwv1.ListenerConditionConflicted) {
+					bad = !bad
+				}
+				if bad {
+					problems = append(problems, fmt.Sprintf("Gateway %s listener %s: %s %s (%s)", key, l.Name, c.Type, c.Reason, c.Message))
+				}
+			}
+		}
+	}
+	slices.Sort(problems)
+	if len(problems) > 0 {
+		s.log.Warn("gateway api objects not fully accepted", "problems", len(problems), "first", problems[:min(len(problems), 10)])
+	}
+	configs := append(slices.Clone(snap.Configs), out.Configs...)
+	slices.SortStableFunc(configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
+	return configs
 }

@@ -89,33 +89,12 @@ func TestGatewayAPIEndToEnd(t *testing.T) {
 	opts.KubeRestConfig = env.Config()
 	srv := bootstraptest.Start(t, opts)
 
-	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": map[string]any{gateway.GatewayNameLabel: "gw"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := bootstraptest.RunClient(t, srv, adsc.Config{
-		Node:  &corev3.Node{Id: "router~10.244.3.1~gw-istio-0." + ns + "~" + ns + ".svc.cluster.local", Metadata: md},
+		Node:  gatewayNode(t, ns, "gw", "10.244.3.1"),
 		Types: []string{model.ClusterType, model.ListenerType, model.RouteType},
 	})
 	const cluster = "outbound|8080||web." + ns + ".svc.cluster.local"
-	bootstraptest.WaitClient(t, c, "route http.80 to "+cluster, func(c *adsc.Client) bool {
-		a := c.Resources(model.RouteType)["http.80"]
-		if a == nil {
-			return false
-		}
-		rc := &routev3.RouteConfiguration{}
-		if err := a.UnmarshalTo(rc); err != nil {
-			return false
-		}
-		for _, vh := range rc.GetVirtualHosts() {
-			for _, r := range vh.GetRoutes() {
-				if strings.HasPrefix(vh.GetName(), "web.example.com:") && r.GetRoute().GetCluster() == cluster {
-					return true
-				}
-			}
-		}
-		return false
-	})
+	waitRoute(t, c, "web.example.com", cluster)
 	rc := &routev3.RouteConfiguration{}
 	if err := c.Resources(model.RouteType)["http.80"].UnmarshalTo(rc); err != nil {
 		t.Fatal(err)
@@ -142,4 +121,90 @@ func TestGatewayAPIEndToEnd(t *testing.T) {
 		}
 		return errors.New("not accepted yet")
 	})
+}
+
+// gatewayNode is the Envoy node of Gateway API Gateway gw's proxy in ns.
+func gatewayNode(t *testing.T, ns, gw, ip string) *corev3.Node {
+	t.Helper()
+	md, err := structpb.NewStruct(map[string]any{"NAMESPACE": ns, "LABELS": map[string]any{gateway.GatewayNameLabel: gw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev3.Node{Id: "router~" + ip + "~" + gw + "-istio-0." + ns + "~" + ns + ".svc.cluster.local", Metadata: md}
+}
+
+// waitRoute waits until route http.80 sends host's requests to cluster.
+func waitRoute(t *testing.T, c *adsc.Client, host, cluster string) {
+	t.Helper()
+	bootstraptest.WaitClient(t, c, "route http.80: "+host+" to "+cluster, func(c *adsc.Client) bool {
+		a := c.Resources(model.RouteType)["http.80"]
+		if a == nil {
+			return false
+		}
+		rc := &routev3.RouteConfiguration{}
+		if err := a.UnmarshalTo(rc); err != nil {
+			return false
+		}
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if strings.HasPrefix(vh.GetName(), host+":") && r.GetRoute().GetCluster() == cluster {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
+const fileGatewayAPIYAML = `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: gwfile}
+spec:
+  clusterIP: 10.96.7.7
+  ports: [{name: http, port: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio}
+spec: {controllerName: istio.io/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: gwfile}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+`
+
+func fileRoute(host string) string {
+	return `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: gwfile}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [` + host + `]
+  rules:
+  - backendRefs: [{name: web, port: 8080}]
+`
+}
+
+// TestFileModeGatewayAPI: in a config directory, a Gateway of class istio
+// and an HTTPRoute give the Gateway's proxy its route (file mode is the
+// same source as a cluster); rewriting the HTTPRoute's file pushes the
+// new host.
+func TestFileModeGatewayAPI(t *testing.T) {
+	dir := t.TempDir()
+	writeAtomic(t, dir, "gateway.yaml", fileGatewayAPIYAML)
+	writeAtomic(t, dir, "route.yaml", fileRoute("a.example.com"))
+	opts := bootstraptest.Options(t)
+	opts.ConfigDir = dir
+	srv := bootstraptest.Start(t, opts)
+	c := bootstraptest.RunClient(t, srv, adsc.Config{
+		Node:  gatewayNode(t, "gwfile", "gw", "10.244.3.2"),
+		Types: []string{model.ClusterType, model.ListenerType, model.RouteType},
+	})
+	const cluster = "outbound|8080||web.gwfile.svc.cluster.local"
+	waitRoute(t, c, "a.example.com", cluster)
+	writeAtomic(t, dir, "route.yaml", fileRoute("b.example.com"))
+	waitRoute(t, c, "b.example.com", cluster)
 }
