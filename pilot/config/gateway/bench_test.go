@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
