@@ -5,11 +5,13 @@ import (
 	"slices"
 	"strings"
 
+	networking "istio.io/api/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
 )
 
 // Output is what Translate makes of an Input: the Istio configs to serve
@@ -61,8 +63,18 @@ func Translate(in Input) Output {
 		out.Configs = append(out.Configs, cfgs...)
 	}
 	vs := newVirtualServices()
+	v := validation.New(validation.Options{})
 	for order, r := range sortedObjects(in.HTTPRoutes) {
 		rules, resolved, accepted := t.routeRules(r)
+		if accepted.Status == metav1.ConditionTrue {
+			// What the VirtualService rules check (regular expressions
+			// Envoy would refuse, header names, ...) makes the route
+			// UnsupportedValue rather than a resource every proxy of the
+			// Gateway rejects.
+			if msg := invalidRules(v, r, rules); msg != "" {
+				accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, r.Generation)
+			}
+		}
 		parents, attached := t.attachRoute(r, order, resolved, accepted)
 		if len(parents) == 0 {
 			continue
@@ -108,6 +120,20 @@ func SupportedFeatures() []string {
 	}
 	slices.Sort(f)
 	return f
+}
+
+// invalidRules returns the first error Istio's VirtualService rules find in
+// a route's translated rules, "" if none.
+func invalidRules(v *validation.Validator, r *gwv1.HTTPRoute, rules []rule) string {
+	vs := &networking.VirtualService{Hosts: []string{"*"}, Gateways: []string{r.Namespace + "/gateway"}}
+	for _, rl := range rules {
+		vs.Http = append(vs.Http, rl.http)
+	}
+	errs := v.Spec(validation.Meta{Name: r.Name, Namespace: r.Namespace}, vs)
+	if len(errs) == 0 {
+		return ""
+	}
+	return "translated rule: " + errs[0].Error()
 }
 
 type object interface {

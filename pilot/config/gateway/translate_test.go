@@ -197,6 +197,16 @@ spec:
   - filters: [{type: CORS, cors: {allowOrigins: ["https://a.example.com"]}}]
     backendRefs: [{name: web, port: 8080}]
 `,
+		`
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: bad-regex, namespace: default}
+spec:
+  parentRefs: [{name: gw, sectionName: web}]
+  rules:
+  - matches: [{path: {type: RegularExpression, value: "/a(b"}}]
+    backendRefs: [{name: web, port: 8080}]
+`,
 	}
 	out := translateYAML(t, routeGatewayYAML+"---\n"+strings.Join(routes, "---\n"))
 	want := map[string]string{
@@ -210,6 +220,7 @@ spec:
 		"team/cross-ns":        "Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted",
 		"default/theirs":       "no status",
 		"default/cors":         "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
+		"default/bad-regex":    "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
 	}
 	for key, w := range want {
 		ns, name, _ := strings.Cut(key, "/")
