@@ -48,7 +48,7 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	}
 	c, err := gateway.NewController(gateway.Options{
 		Client: client, Store: k.gatewayStore, OnChange: k.onConfigChange,
-		Services: k.registry.Services, DomainSuffix: s.opts.Domain,
+		Service: k.registry.Service, DomainSuffix: s.opts.Domain,
 		QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst, Log: log,
 	})
 	if err != nil {

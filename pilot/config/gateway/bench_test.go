@@ -101,7 +101,7 @@ func BenchmarkStatus1000Routes(b *testing.B) {
 	qps, _ := strconv.Atoi(os.Getenv("GATEWAY_BENCH_QPS"))
 	c, err := gateway.NewController(gateway.Options{
 		QPS: float64(qps), Burst: qps,
-		Client: client, Store: memory.New(), Services: func() []*model.Service { return []*model.Service{web} },
+		Client: client, Store: memory.New(), Service: serviceLookup([]*model.Service{web}),
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

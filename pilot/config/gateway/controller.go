@@ -37,10 +37,10 @@ type Options struct {
 	// OnChange is told which configs of Store changed (after the initial
 	// content, which is in Store when WaitReady returns).
 	OnChange func(keys []model.ConfigKey)
-	// Services lists the mesh's services (backendRefs, addresses), read
-	// at each translation; Secret and Namespaces are Input's lookups.
-	// Resync after what they see changed.
-	Services     func() []*model.Service
+	// Service, Secret and Namespaces are Input's lookups (backendRefs and
+	// addresses, certificateRefs, allowedRoutes selectors); Resync after
+	// what they see changed.
+	Service      func(hostname string) *model.Service
 	Secret       func(namespace, name string) bool
 	Namespaces   func(name string) map[string]string
 	DomainSuffix string
@@ -155,14 +155,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // input lists the objects from the informers' caches.
 func (c *Controller) input() (Input, error) {
-	in := Input{Secret: c.opts.Secret, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
-	if c.opts.Services != nil {
-		byHost := map[string]*model.Service{}
-		for _, s := range c.opts.Services() {
-			byHost[s.Hostname] = s
-		}
-		in.Service = func(host string) *model.Service { return byHost[host] }
-	}
+	in := Input{Service: c.opts.Service, Secret: c.opts.Secret, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
 	var err error
 	all := labels.Everything()
 	if in.GatewayClasses, err = c.classes.List(all); err != nil {

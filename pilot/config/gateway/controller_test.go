@@ -42,7 +42,7 @@ func startController(t *testing.T) (gwclient.Interface, *memory.Store, *kubetest
 	store := memory.New()
 	var logs testutil.Buffer
 	c, err := gateway.NewController(gateway.Options{
-		Client: client, Store: store, Services: func() []*model.Service { return []*model.Service{web} },
+		Client: client, Store: store, Service: serviceLookup([]*model.Service{web}),
 		Log: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err != nil {
