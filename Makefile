@@ -18,7 +18,8 @@ FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca
 FUZZTIME ?= 10s
 # Golden tests (see internal/golden) and their packages; make golden rewrites them.
 GOLDEN_PKGS := ./pilot/networking/gateway ./pilot/networking/cluster ./pilot/networking/authz \
-	./pilot/networking/listener ./pilot/networking/telemetry ./pilot/config/support ./pilot/explain
+	./pilot/networking/listener ./pilot/networking/telemetry ./pilot/config/support ./pilot/explain \
+	./pilot/config/gateway
 GOLDEN_TESTS := TestGolden|TestTLSRouteGolden|TestDocUpToDate
 
 .PHONY: all build run test testenv lint bench bench-smoke fmt clean crds chart-lint load fuzz golden

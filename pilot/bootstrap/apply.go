@@ -22,8 +22,10 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 	s.metrics.ConfigErrors.Set(float64(len(snap.Errors)))
 	s.metrics.UnsupportedFields.WithLabelValues("file").Set(float64(snap.UnsupportedFields))
 
-	changedConfigs := s.store.Replace(snap.Configs)
 	kubeChanges := s.kubeReg.Replace(snap.Kube)
+	// After the registries: Gateway API backendRefs are checked against
+	// the services.
+	changedConfigs := s.store.Replace(s.withGatewayAPI(snap))
 	// The loader keeps the objects of unchanged documents, so equal
 	// pointers mean the same Pods and Nodes.
 	podsSame := s.filePodsRead && slices.Equal(s.filePods, snap.Kube.Pods) && slices.Equal(s.fileNodes, snap.Kube.Nodes)

@@ -15,12 +15,26 @@ type unionStore []model.ConfigStore
 var _ model.ConfigStore = unionStore(nil)
 
 // List returns the objects of kind from every store, sorted by namespace
-// then name. The slice is new; the objects are shared.
+// then name. The objects are shared; so is the slice when only one store
+// has objects of kind (a store's List is sorted and read-only), else it is
+// new.
 func (u unionStore) List(kind model.Kind) []model.Config {
+	lists := make([][]model.Config, 0, len(u))
+	for _, s := range u {
+		if l := s.List(kind); len(l) > 0 {
+			lists = append(lists, l)
+		}
+	}
+	switch len(lists) {
+	case 0:
+		return nil
+	case 1:
+		return lists[0]
+	}
 	var out []model.Config
 	seen := map[[2]string]bool{}
-	for _, s := range u {
-		for _, c := range s.List(kind) {
+	for _, l := range lists {
+		for _, c := range l {
 			k := [2]string{c.Namespace, c.Name}
 			if seen[k] {
 				continue

@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/credentialaccess"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 	configkube "github.com/meshpilot/meshpilot/pilot/config/kube"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 	"github.com/meshpilot/meshpilot/pilot/config/secrets"
@@ -52,6 +53,12 @@ type kubeSources struct {
 	// while this replica leads (status.go), nil before.
 	istio        istioclient.Interface
 	statusWriter atomic.Pointer[configkube.StatusWriter]
+	// gateway translates the Gateway API kinds into gatewayStore (its own
+	// store: the Istio controller's resync owns every object of k.store);
+	// set by start when the cluster serves the Gateway API (gatewayapi.go).
+	gateway      atomic.Pointer[gateway.Controller]
+	gatewayStore *memory.Store
+	restConfig   *rest.Config
 }
 
 // kubeRestConfig resolves how to reach the API server.
@@ -100,7 +107,8 @@ func newKubeSources(opts Options, endpoints *model.EndpointIndex, meshFromFile b
 	if err != nil {
 		return nil, fmt.Errorf("metadata client: %w", err)
 	}
-	k := &kubeSources{client: client, filter: kubereg.NewNamespaceFilter(), store: memory.New(), istio: istio}
+	k := &kubeSources{client: client, filter: kubereg.NewNamespaceFilter(), store: memory.New(), istio: istio,
+		gatewayStore: memory.New(), restConfig: cfg}
 	k.registry, err = kubereg.NewController(kubereg.ControllerOptions{
 		Client: client, Domain: opts.Domain, ClusterID: opts.ClusterID, Endpoints: endpoints, Filter: k.filter,
 		Networks: kubereg.NewNetworks(opts.Namespace, opts.ClusterID, opts.meshNetworks),
@@ -188,7 +196,10 @@ func (k *kubeSources) start(ctx context.Context) error {
 	if err := k.startCredentials(ctx); err != nil {
 		return err
 	}
-	return k.configs.WaitReady(ctx)
+	if err := k.configs.WaitReady(ctx); err != nil {
+		return err
+	}
+	return k.startGatewayAPI(ctx)
 }
 
 func (k *kubeSources) applySelectors(mesh *meshconfig.MeshConfig) {
@@ -215,6 +226,10 @@ func (k *kubeSources) onRegistryChange(ch model.RegistryChanges) {
 		s.log.Debug("kubernetes services changed", "full", req.Full,
 			"services", len(ch.Services), "endpoints", len(ch.Endpoints))
 		s.discovery.ConfigUpdate(req)
+	}
+	if gw := k.gateway.Load(); gw != nil && len(ch.Services) > 0 {
+		// backendRefs and Gateway addresses depend on services.
+		gw.Resync()
 	}
 }
 

@@ -48,9 +48,11 @@ func newSources(opts Options, endpoints *model.EndpointIndex, fileStore *memory.
 	}
 	set.kube = ks
 	set.fileShard = shardFile
-	set.configStore = ks.store
+	// The Gateway API's translations have a store of their own, empty
+	// when the cluster does not serve it.
+	set.configStore = unionStore{ks.store, ks.gatewayStore}
 	if set.hasFiles {
-		set.configStore = unionStore{ks.store, fileStore}
+		set.configStore = unionStore{ks.store, ks.gatewayStore, fileStore}
 	}
 	return set, nil
 }

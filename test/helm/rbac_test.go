@@ -123,6 +123,13 @@ func statusWriteAccess() []access {
 	return out
 }
 
+// gatewayAPIAccess is what pilot/config/gateway's controller uses: it
+// watches the Gateway API kinds and writes their status.
+var gatewayAPIAccess = []grant{
+	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}, []string{"get", "list", "watch"}},
+	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status"}, []string{"update"}},
+}
+
 // credentialsOffDenied are denied with gateways.credentials.enabled=false:
 // no Secret is readable outside the release namespace, and none listable
 // but there (the remote secrets, multiCluster.enabled).
@@ -152,6 +159,7 @@ func wantAccessFor(ns string, credentials bool) []access {
 		}
 	}
 	out = append(out, statusWriteAccess()...)
+	out = appendGrants(out, gatewayAPIAccess, "")
 	out = appendGrants(out, namespaceAccess, ns)
 	return sortedAccess(out)
 }

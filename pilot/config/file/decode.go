@@ -21,10 +21,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
 )
 
@@ -126,8 +128,29 @@ func newKubeObject(apiVersion, kind string) (metav1.Object, bool) {
 		return &corev1.Node{}, true
 	case apiVersion == groupDiscovery+"/v1" && kind == "EndpointSlice":
 		return &discoveryv1.EndpointSlice{}, true
+	case gateway.IsGatewayAPI(apiVersion):
+		// v1beta1 of these kinds has v1's schema.
+		switch kind {
+		case gateway.KindGatewayClass:
+			return &gwv1.GatewayClass{}, true
+		case gateway.KindGateway:
+			return &gwv1.Gateway{}, true
+		case gateway.KindHTTPRoute:
+			return &gwv1.HTTPRoute{}, true
+		case gateway.KindReferenceGrant:
+			return &gwv1.ReferenceGrant{}, true
+		}
 	}
 	return nil, false
+}
+
+// objectKind is the index kind of a Kubernetes object: its kind, qualified
+// by its group for the Gateway API (whose Gateway is not Istio's).
+func objectKind(apiVersion, kind string) string {
+	if gateway.IsGatewayAPI(apiVersion) {
+		return kind + "." + gateway.Group
+	}
+	return kind
 }
 
 // object is one good object of a directory: an Istio config or a Kubernetes object.
@@ -280,8 +303,12 @@ func decodeKube(j []byte, h header, obj metav1.Object) parsed {
 	if errs := decodeStrict(j, obj); len(errs) > 0 {
 		return failed(h, errs...)
 	}
-	if _, node := obj.(*corev1.Node); !node && obj.GetNamespace() == "" {
-		obj.SetNamespace(defaultNS)
+	switch obj.(type) {
+	case *corev1.Node, *gwv1.GatewayClass: // cluster-scoped
+	default:
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(defaultNS)
+		}
 	}
 	h.namespace = obj.GetNamespace()
 	if obj.GetName() == "" {
@@ -297,7 +324,7 @@ func decodeKube(j []byte, h header, obj metav1.Object) parsed {
 			return failed(h, errs...)
 		}
 	}
-	return parsed{hdr: h, obj: &object{kind: h.kind, namespace: obj.GetNamespace(), name: obj.GetName(), kube: obj}}
+	return parsed{hdr: h, obj: &object{kind: objectKind(h.apiVersion, h.kind), namespace: obj.GetNamespace(), name: obj.GetName(), kube: obj}}
 }
 
 // decodeStrict decodes JSON into v the way the Kubernetes API server does:

@@ -54,7 +54,10 @@ func TestIgnorable(t *testing.T) {
 		{apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice"}:    false,
 		{apiVersion: "networking.istio.io/v1", kind: "Nonsense"}:      false,
 		{apiVersion: "telemetry.istio.io/v1", kind: "Telemetry"}:      false,
-		{apiVersion: "gateway.networking.k8s.io/v1", kind: "Gateway"}: true,
+		{apiVersion: "gateway.networking.k8s.io/v1", kind: "Gateway"}: false,
+		// Read since the Gateway API source; GRPCRoute is not yet.
+		{apiVersion: "gateway.networking.k8s.io/v1", kind: "HTTPRoute"}: false,
+		{apiVersion: "gateway.networking.k8s.io/v1", kind: "GRPCRoute"}: true,
 	} {
 		if got := ignorable(h); got != want {
 			t.Errorf("ignorable(%+v) = %v, want %v", h, got, want)

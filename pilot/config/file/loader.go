@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 	"github.com/meshpilot/meshpilot/pilot/config/support"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
@@ -48,6 +49,10 @@ type Snapshot struct {
 	// Secrets are the v1 Secrets (gateway credentials), sorted by namespace
 	// and name, with stringData merged into data.
 	Secrets []*corev1.Secret
+	// GatewayAPI holds the Kubernetes Gateway API objects (its lookups
+	// unset), each list sorted by namespace and name; the server
+	// translates them (pilot/config/gateway).
+	GatewayAPI gateway.Input
 	// Errors lists everything wrong in this read, sorted by file and index.
 	Errors []*DocError
 	// Files is the number of files read.

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
@@ -393,6 +394,14 @@ func (r *read) finish() *Snapshot {
 			s.Secrets = append(s.Secrets, obj)
 		case *discoveryv1.EndpointSlice:
 			s.Kube.EndpointSlices = append(s.Kube.EndpointSlices, obj)
+		case *gwv1.GatewayClass:
+			s.GatewayAPI.GatewayClasses = append(s.GatewayAPI.GatewayClasses, obj)
+		case *gwv1.Gateway:
+			s.GatewayAPI.Gateways = append(s.GatewayAPI.Gateways, obj)
+		case *gwv1.HTTPRoute:
+			s.GatewayAPI.HTTPRoutes = append(s.GatewayAPI.HTTPRoutes, obj)
+		case *gwv1.ReferenceGrant:
+			s.GatewayAPI.ReferenceGrants = append(s.GatewayAPI.ReferenceGrants, obj)
 		}
 	}
 	slices.SortFunc(fresh, compareObjects)
@@ -421,6 +430,10 @@ func (r *read) finish() *Snapshot {
 	sortKube(s.Kube.Nodes)
 	sortKube(s.Kube.EndpointSlices)
 	sortKube(s.Secrets)
+	sortKube(s.GatewayAPI.GatewayClasses)
+	sortKube(s.GatewayAPI.Gateways)
+	sortKube(s.GatewayAPI.HTTPRoutes)
+	sortKube(s.GatewayAPI.ReferenceGrants)
 	slices.SortStableFunc(s.Errors, func(a, b *DocError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))
 	})

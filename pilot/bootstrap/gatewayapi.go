@@ -1,0 +1,121 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/file"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
+)
+
+// gatewayStatusLease is istiod's lease for the replica that writes
+// Gateway API status.
+const gatewayStatusLease = "istio-gateway-status-leader"
+
+// startGatewayAPI runs the Gateway API source when the cluster serves
+// gateway.networking.k8s.io/v1 (the chart installs its CRDs): the
+// controller keeping gatewayStore and, while this replica leads
+// gatewayStatusLease, its status writer (Gateway API status is written
+// whatever PILOT_ENABLE_STATUS says, as istiod does). Without the CRDs it
+// logs one line and the source stays off (installing them later takes a
+// restart). It returns once the first translation is in the store.
+func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
+	s := k.server
+	log := s.log.With("source", "gateway-api")
+	dc, err := discovery.NewDiscoveryClientForConfig(k.restConfig)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	if _, err := dc.ServerResourcesForGroupVersion(gwv1.GroupVersion.String()); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.Info("Gateway API not served: its objects are not watched (install the chart's CRDs and restart)",
+				"groupVersion", gwv1.GroupVersion.String())
+			return nil
+		}
+		return fmt.Errorf("gateway api discovery: %w", err)
+	}
+	client, err := gwclient.NewForConfig(k.restConfig)
+	if err != nil {
+		return fmt.Errorf("gateway api client: %w", err)
+	}
+	c, err := gateway.NewController(gateway.Options{
+		Client: client, Store: k.gatewayStore, OnChange: k.onConfigChange,
+		Service: k.registry.Service, DomainSuffix: s.opts.Domain,
+		QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	k.gateway.Store(c)
+	s.goServe("gateway-api", func() error { return c.Run(ctx) })
+	s.goServe("gateway-api-status", func() error {
+		return k.elector.Run(ctx, gatewayStatusLease, func(lctx context.Context) {
+			if err := c.WriteStatus(lctx); err != nil {
+				log.Error("gateway api status writer stopped", "error", err)
+			}
+		})
+	})
+	return c.WaitReady(ctx)
+}
+
+// withGatewayAPI returns the snapshot's configs plus the translation of its
+// Gateway API objects (the Istio Gateways and VirtualServices istiod would
+// make of them), sorted by kind, namespace and name. A config directory
+// has no status to write: routes and listeners that are not accepted are
+// logged, one line per translation.
+func (s *Server) withGatewayAPI(snap *file.Snapshot) []model.Config {
+	in := snap.GatewayAPI
+	if len(in.Gateways) == 0 {
+		return snap.Configs
+	}
+	byHost := map[string]*model.Service{}
+	for _, svc := range s.env.ServiceDiscovery.Services() {
+		byHost[svc.Hostname] = svc
+	}
+	secrets := map[[2]string]bool{}
+	for _, sec := range snap.Secrets {
+		secrets[[2]string{sec.Namespace, sec.Name}] = true
+	}
+	in.Service = func(host string) *model.Service { return byHost[host] }
+	in.Secret = func(ns, name string) bool { return secrets[[2]string{ns, name}] }
+	in.DomainSuffix = s.opts.Domain
+	out := gateway.Translate(in)
+	var problems []string
+	for key, st := range out.HTTPRoutes {
+		for _, p := range st.Parents {
+			for _, c := range p.Conditions {
+				if c.Status != metav1.ConditionTrue {
+					problems = append(problems, fmt.Sprintf("HTTPRoute %s: %s %s (%s)", key, c.Type, c.Reason, c.Message))
+				}
+			}
+		}
+	}
+	for key, st := range out.Gateways {
+		for _, l := range st.Listeners {
+			for _, c := range l.Conditions {
+				bad := c.Status != metav1.ConditionTrue
+				if c.Type == string(gwv1.ListenerConditionConflicted) {
+					bad = !bad
+				}
+				if bad {
+					problems = append(problems, fmt.Sprintf("Gateway %s listener %s: %s %s (%s)", key, l.Name, c.Type, c.Reason, c.Message))
+				}
+			}
+		}
+	}
+	slices.Sort(problems)
+	if len(problems) > 0 {
+		s.log.Warn("gateway api objects not fully accepted", "problems", len(problems), "first", problems[:min(len(problems), 10)])
+	}
+	configs := append(slices.Clone(snap.Configs), out.Configs...)
+	slices.SortStableFunc(configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
+	return configs
+}

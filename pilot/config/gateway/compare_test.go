@@ -1,0 +1,43 @@
+package gateway_test
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
+	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+)
+
+// TestSameRoutesAsIstio checks that Gateway API objects and the Istio
+// Gateway and VirtualService a user would write for them give the gateway
+// proxy the same HTTP routes, the same listener and the same clusters.
+func TestSameRoutesAsIstio(t *testing.T) {
+	proxy := gatewayProxy("default", "bookinfo")
+
+	api := nt.Bookinfo(t)
+	in := readInput(t, "testdata/bookinfo.yaml")
+	in.Service = serviceLookup(api.Services)
+	api.Configs = append(api.Configs, gateway.Translate(in).Configs...)
+	fromAPI := generate(t, proxy, api.PushContext())
+
+	istio := nt.Bookinfo(t)
+	istio.Configs = append(istio.Configs, nt.LoadConfigs(t, mustAbs(t, "testdata/istio/bookinfo.yaml"), "default")...)
+	fromIstio := generate(t, proxy, istio.PushContext())
+
+	want, got := fromIstio.routes["http.80"], fromAPI.routes["http.80"]
+	if want == nil || got == nil {
+		t.Fatalf("route http.80: from Istio %v, from Gateway API %v", want != nil, got != nil)
+	}
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Errorf("route http.80 differs (-istio +gateway api):\n%s", d)
+	}
+	if d := cmp.Diff(fromIstio.listeners[0], fromAPI.listeners[0], protocmp.Transform()); d != "" {
+		t.Errorf("listener 0.0.0.0_80 differs (-istio +gateway api):\n%s", d)
+	}
+	if d := cmp.Diff(fromIstio.clusters, fromAPI.clusters, protocmp.Transform()); d != "" {
+		t.Errorf("clusters differ (-istio +gateway api):\n%s", d)
+	}
+}

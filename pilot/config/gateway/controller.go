@@ -1,0 +1,217 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/memory"
+)
+
+// Default write rate of the status writer. Higher than pilot/config/kube's
+// (20): Gateway API users and their tools wait on this status (1,000
+// routes take 50 s at 20 a second), and only objects whose status changed
+// are written, once each per translation.
+const (
+	DefaultStatusQPS   = 500
+	DefaultStatusBurst = 500
+)
+
+// Options configure a Controller.
+type Options struct {
+	// Client lists and watches the Gateway API kinds and writes their status.
+	Client gwclient.Interface
+	// Store receives the translated Istio Gateways and VirtualServices;
+	// the controller adds, replaces and deletes only those it made.
+	Store *memory.Store
+	// OnChange is told which configs of Store changed (after the initial
+	// content, which is in Store when WaitReady returns).
+	OnChange func(keys []model.ConfigKey)
+	// Service, Secret and Namespaces are Input's lookups (backendRefs and
+	// addresses, certificateRefs, allowedRoutes selectors); Resync after
+	// what they see changed.
+	Service      func(hostname string) *model.Service
+	Secret       func(namespace, name string) bool
+	Namespaces   func(name string) map[string]string
+	DomainSuffix string
+	// QPS and Burst bound status writes; zero takes the defaults.
+	QPS   float64
+	Burst int
+	Log   *slog.Logger
+}
+
+// Controller watches GatewayClasses, Gateways, HTTPRoutes and
+// ReferenceGrants (v1), keeps their translation in Store, and writes their
+// status while WriteStatus runs (on the leader).
+type Controller struct {
+	opts     Options
+	factory  gwinformers.SharedInformerFactory
+	classes  gwlisters.GatewayClassLister
+	gateways gwlisters.GatewayLister
+	routes   gwlisters.HTTPRouteLister
+	grants   gwlisters.ReferenceGrantLister
+	synced   []cache.InformerSynced
+	limiter  *rate.Limiter
+
+	// kick asks for a translation; statusKick for a status pass.
+	kick, statusKick chan struct{}
+	ready            chan struct{}
+
+	mu    sync.Mutex
+	out   *Output
+	owned map[model.ConfigKey]bool
+}
+
+// NewController builds the controller; nothing runs until Run.
+func NewController(opts Options) (*Controller, error) {
+	if opts.Client == nil || opts.Store == nil {
+		return nil, errors.New("gateway api controller: Client and Store are required")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.OnChange == nil {
+		opts.OnChange = func([]model.ConfigKey) {}
+	}
+	if opts.QPS == 0 {
+		opts.QPS, opts.Burst = DefaultStatusQPS, DefaultStatusBurst
+	}
+	f := gwinformers.NewSharedInformerFactory(opts.Client, 0)
+	c := &Controller{
+		opts: opts, factory: f,
+		limiter:    rate.NewLimiter(rate.Limit(opts.QPS), max(opts.Burst, 1)),
+		kick:       make(chan struct{}, 1),
+		statusKick: make(chan struct{}, 1),
+		ready:      make(chan struct{}),
+		owned:      map[model.ConfigKey]bool{},
+	}
+	v1 := f.Gateway().V1()
+	informers := []cache.SharedIndexInformer{
+		v1.GatewayClasses().Informer(), v1.Gateways().Informer(), v1.HTTPRoutes().Informer(), v1.ReferenceGrants().Informer(),
+	}
+	c.classes, c.gateways, c.routes, c.grants = v1.GatewayClasses().Lister(), v1.Gateways().Lister(), v1.HTTPRoutes().Lister(), v1.ReferenceGrants().Lister()
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.Resync() },
+		UpdateFunc: func(any, any) { c.Resync() },
+		DeleteFunc: func(any) { c.Resync() },
+	}
+	for _, inf := range informers {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, fmt.Errorf("gateway api controller: handler: %w", err)
+		}
+		c.synced = append(c.synced, inf.HasSynced)
+	}
+	return c, nil
+}
+
+// Resync asks for a new translation (coalesced with any pending one).
+func (c *Controller) Resync() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// WaitReady returns once the first translation is in Store, or ctx ends.
+func (c *Controller) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("gateway api controller: not ready: %w", ctx.Err())
+	}
+}
+
+// Run watches the kinds and translates after each burst of changes until
+// ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("gateway api controller: caches not synced: %w", ctx.Err())
+	}
+	c.translate(false)
+	close(c.ready)
+	c.opts.Log.Info("gateway api controller ready")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.kick:
+			c.translate(true)
+		}
+	}
+}
+
+// input lists the objects from the informers' caches.
+func (c *Controller) input() (Input, error) {
+	in := Input{Service: c.opts.Service, Secret: c.opts.Secret, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
+	var err error
+	all := labels.Everything()
+	if in.GatewayClasses, err = c.classes.List(all); err != nil {
+		return in, err
+	}
+	if in.Gateways, err = c.gateways.List(all); err != nil {
+		return in, err
+	}
+	if in.HTTPRoutes, err = c.routes.List(all); err != nil {
+		return in, err
+	}
+	in.ReferenceGrants, err = c.grants.List(all)
+	return in, err
+}
+
+// translate replaces the configs it made in Store with a new translation
+// and asks for a status pass.
+func (c *Controller) translate(notify bool) {
+	in, err := c.input()
+	if err != nil {
+		c.opts.Log.Error("gateway api: listing failed", "error", err)
+		return
+	}
+	out := Translate(in)
+	c.mu.Lock()
+	var changed []model.ConfigKey
+	next := make(map[model.ConfigKey]bool, len(out.Configs))
+	for _, cfg := range out.Configs {
+		next[cfg.Key()] = true
+		if c.opts.Store.Apply(cfg) {
+			changed = append(changed, cfg.Key())
+		}
+	}
+	for k := range c.owned {
+		if !next[k] && c.opts.Store.Delete(k.Kind, k.Namespace, k.Name) {
+			changed = append(changed, k)
+		}
+	}
+	c.owned, c.out = next, &out
+	c.mu.Unlock()
+	if len(changed) > 0 {
+		c.opts.Log.Info("gateway api translated", "configs", len(out.Configs), "changed", len(changed),
+			"gateways", len(out.Gateways), "httpRoutes", len(out.HTTPRoutes))
+		if notify {
+			c.opts.OnChange(changed)
+		}
+	}
+	select {
+	case c.statusKick <- struct{}{}:
+	default:
+	}
+}
+
+// latest returns the last translation; nil before the first.
+func (c *Controller) latest() *Output {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out
+}

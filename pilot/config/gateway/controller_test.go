@@ -1,0 +1,273 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/meshpilot/meshpilot/internal/fixtures"
+	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
+	"github.com/meshpilot/meshpilot/pilot/config/memory"
+	nt "github.com/meshpilot/meshpilot/pilot/networking/networkingtest"
+)
+
+// startController runs a controller and its status writer against a real
+// API server with the chart's Gateway API CRDs; Service "web" (port 8080)
+// of namespace default is the only backend that exists.
+func startController(t *testing.T) (gwclient.Interface, *memory.Store, *kubetest.Env) {
+	t.Helper()
+	env := kubetest.Start(t)
+	crds := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "gateway-api-standard.gen.yaml")
+	if err := kubetest.InstallCRDs(t.Context(), env.Config(), crds); err != nil {
+		t.Fatalf("Gateway API CRDs: %v (run `make crds`)", err)
+	}
+	client, err := gwclient.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := nt.KubeService("web", "default", "10.0.0.80", model.Port{Name: "http", Port: 8080})
+	store := memory.New()
+	var logs testutil.Buffer
+	c, err := gateway.NewController(gateway.Options{
+		Client: client, Store: store, Service: serviceLookup([]*model.Service{web}),
+		Log: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 2)
+	go func() { done <- c.Run(ctx) }()
+	go func() { done <- c.WriteStatus(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		}
+		if t.Failed() {
+			t.Logf("controller logs:\n%s", logs.String())
+		}
+	})
+	return client, store, env
+}
+
+// watchUntil watches objects of one kind until ok(obj) holds for the one
+// named name, failing after a minute (a bound, not a wait for sync). A
+// watch the API server ends (a CRD's watch cache still starting answers
+// "Too large resource version") is started again.
+func watchUntil[T any](t *testing.T, what string, w func(context.Context) (watch.Interface, error), name string, ok func(T) string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	last := "no event"
+	for {
+		wi, err := w(ctx)
+		if err != nil {
+			t.Fatalf("%s %s: watch: %v; last: %s", what, name, err, last)
+		}
+		if obj, done := watchEvents(ctx, wi, name, ok, &last); done {
+			return obj
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s %s: condition not reached: %s", what, name, last)
+		}
+		// The server closed the watch after an error; retry after its delay.
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// watchEvents reads wi until ok(obj) holds (true) or the watch ends.
+func watchEvents[T any](ctx context.Context, wi watch.Interface, name string, ok func(T) string, last *string) (T, bool) {
+	defer wi.Stop()
+	var zero T
+	for {
+		select {
+		case ev, open := <-wi.ResultChan():
+			if !open {
+				return zero, false
+			}
+			if ev.Type == watch.Error {
+				*last = fmt.Sprintf("watch error: %v", ev.Object)
+				continue
+			}
+			obj, isT := any(ev.Object).(T)
+			m, isMeta := ev.Object.(metav1.Object)
+			if !isT || !isMeta || m.GetName() != name {
+				continue
+			}
+			if *last = ok(obj); *last == "" {
+				return obj, true
+			}
+		case <-ctx.Done():
+			return zero, false
+		}
+	}
+}
+
+// anyVersion starts a watch from the API server's watch cache with the
+// current objects: a watch of the latest version waits for the cache of a
+// CRD to catch up with etcd, which etcd 3.4 without progress notifications
+// may not let it do ("Too large resource version").
+var anyVersion = metav1.ListOptions{ResourceVersion: "0"}
+
+// conditions renders conditions as "Type=Status/Reason" in order.
+func conditions(cs []metav1.Condition) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	return strings.Join(out, " ")
+}
+
+// parentConditions renders an HTTPRoute's conditions from our controller.
+func parentConditions(r *gwv1.HTTPRoute) string {
+	var out []string
+	for _, p := range r.Status.Parents {
+		if p.ControllerName == gateway.ControllerName {
+			out = append(out, conditions(p.Conditions))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func want(got, want string) string {
+	if got == want {
+		return ""
+	}
+	return fmt.Sprintf("got %q, want %q", got, want)
+}
+
+func route(ns, name string, parent gwv1.ParentReference, backend string, backendNS *gwv1.Namespace) *gwv1.HTTPRoute {
+	return &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{parent}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{
+				BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(backend), Namespace: backendNS, Port: ptr(gwv1.PortNumber(8080))},
+			}}}}},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestStatusOnAPIServer creates a GatewayClass, a Gateway with two
+// listeners and three HTTPRoutes (one on each listener, the second with a
+// backend that does not exist, and one from a namespace the first listener
+// does not allow) on a real API server, and watches the status the leader
+// writes; then checks the translated configs are in the store.
+func TestStatusOnAPIServer(t *testing.T) {
+	client, store, env := startController(t)
+	ctx := t.Context()
+	if _, err := env.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := client.GatewayV1()
+	if _, err := v1.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	all := gwv1.NamespacesFromAll
+	if _, err := v1.Gateways("default").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gw"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "istio", Listeners: []gwv1.Listener{
+			{Name: "web", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr(gwv1.Hostname("*.example.com"))},
+			{Name: "api", Port: 8080, Protocol: gwv1.HTTPProtocolType,
+				AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: &all}}},
+		}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	toWeb := gwv1.ParentReference{Name: "gw", Namespace: ptr(gwv1.Namespace("default")), SectionName: ptr(gwv1.SectionName("web"))}
+	toAPI := gwv1.ParentReference{Name: "gw", Namespace: ptr(gwv1.Namespace("default")), SectionName: ptr(gwv1.SectionName("api"))}
+	for _, r := range []*gwv1.HTTPRoute{
+		route("default", "good", toWeb, "web", nil),
+		route("default", "bad-backend", toAPI, "missing", nil),
+		route("other", "not-allowed", toWeb, "web", ptr(gwv1.Namespace("default"))),
+	} {
+		if _, err := v1.HTTPRoutes(r.Namespace).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	watchUntil(t, "GatewayClass", func(ctx context.Context) (watch.Interface, error) {
+		return v1.GatewayClasses().Watch(ctx, anyVersion)
+	}, "istio", func(gc *gwv1.GatewayClass) string {
+		if len(gc.Status.SupportedFeatures) == 0 {
+			return "no supportedFeatures"
+		}
+		return want(conditions(gc.Status.Conditions), "Accepted=True/Accepted")
+	})
+	routes := map[string]string{
+		"default/good":        "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs",
+		"default/bad-backend": "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound",
+		// Its backend is of another namespace and no ReferenceGrant allows it.
+		"other/not-allowed": "Accepted=False/NotAllowedByListeners ResolvedRefs=False/RefNotPermitted",
+	}
+	for key, w := range routes {
+		ns, name, _ := strings.Cut(key, "/")
+		watchUntil(t, "HTTPRoute", func(ctx context.Context) (watch.Interface, error) {
+			return v1.HTTPRoutes(ns).Watch(ctx, anyVersion)
+		}, name, func(r *gwv1.HTTPRoute) string { return want(parentConditions(r), w) })
+	}
+	gw := watchUntil(t, "Gateway", func(ctx context.Context) (watch.Interface, error) {
+		return v1.Gateways("default").Watch(ctx, anyVersion)
+	}, "gw", func(g *gwv1.Gateway) string {
+		var got []string
+		for _, l := range g.Status.Listeners {
+			got = append(got, fmt.Sprintf("%s:%d %s", l.Name, l.AttachedRoutes, conditions(l.Conditions)))
+		}
+		return want(strings.Join(got, "; "),
+			"web:1 Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts; "+
+				"api:1 Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts")
+	})
+	if got := conditions(gw.Status.Conditions); got != "Accepted=True/Accepted Programmed=False/AddressNotAssigned" {
+		t.Errorf("Gateway conditions: %s", got)
+	}
+	for _, name := range []string{"gw-istio-autogenerated-k8s-gateway-web", "gw-istio-autogenerated-k8s-gateway-api"} {
+		if _, ok := store.Get(model.KindGateway, "default", name); !ok {
+			t.Errorf("store has no Istio Gateway default/%s", name)
+		}
+	}
+	if n := len(store.List(model.KindVirtualService)); n != 2 {
+		t.Errorf("store has %d VirtualServices, want 2 (one per attached route's listener and host)", n)
+	}
+
+	// A ReferenceGrant in default lets HTTPRoutes of other refer to its
+	// Services: the route's reference resolves (its listener still does
+	// not allow it).
+	if _, err := client.GatewayV1().ReferenceGrants("default").Create(ctx, &gwv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "from-other"},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: gateway.Group, Kind: gateway.KindHTTPRoute, Namespace: "other"}},
+			To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	watchUntil(t, "HTTPRoute", func(ctx context.Context) (watch.Interface, error) {
+		return v1.HTTPRoutes("other").Watch(ctx, anyVersion)
+	}, "not-allowed", func(r *gwv1.HTTPRoute) string {
+		return want(parentConditions(r), "Accepted=False/NotAllowedByListeners ResolvedRefs=True/ResolvedRefs")
+	})
+}

@@ -1,0 +1,97 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"k8s.io/apimachinery/pkg/util/yaml"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// IsGatewayAPI reports whether apiVersion is of the Gateway API group.
+func IsGatewayAPI(apiVersion string) bool {
+	return apiVersion == gwv1.GroupVersion.String() || apiVersion == Group+"/v1beta1"
+}
+
+// Decode adds the object of one YAML or JSON document of a Gateway API
+// kind (GatewayClass, Gateway, HTTPRoute, ReferenceGrant; v1, or the same
+// kinds' v1beta1, which has the same schema) to in, decoding strictly:
+// unknown fields are errors. Namespaced objects without a namespace get
+// defaultNS.
+func (in *Input) Decode(doc []byte, defaultNS string) error {
+	var hdr struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := sigsyaml.Unmarshal(doc, &hdr); err != nil {
+		return fmt.Errorf("gateway api: %w", err)
+	}
+	if !IsGatewayAPI(hdr.APIVersion) {
+		return fmt.Errorf("gateway api: apiVersion %q is not %s", hdr.APIVersion, gwv1.GroupVersion)
+	}
+	var err error
+	switch hdr.Kind {
+	case KindGatewayClass:
+		var o gwv1.GatewayClass
+		err = sigsyaml.UnmarshalStrict(doc, &o)
+		in.GatewayClasses = append(in.GatewayClasses, &o)
+	case KindGateway:
+		var o gwv1.Gateway
+		err = sigsyaml.UnmarshalStrict(doc, &o)
+		if o.Namespace == "" {
+			o.Namespace = defaultNS
+		}
+		in.Gateways = append(in.Gateways, &o)
+	case KindHTTPRoute:
+		var o gwv1.HTTPRoute
+		err = sigsyaml.UnmarshalStrict(doc, &o)
+		if o.Namespace == "" {
+			o.Namespace = defaultNS
+		}
+		in.HTTPRoutes = append(in.HTTPRoutes, &o)
+	case KindReferenceGrant:
+		var o gwv1.ReferenceGrant
+		err = sigsyaml.UnmarshalStrict(doc, &o)
+		if o.Namespace == "" {
+			o.Namespace = defaultNS
+		}
+		in.ReferenceGrants = append(in.ReferenceGrants, &o)
+	default:
+		return fmt.Errorf("gateway api: kind %q is not read (GatewayClass, Gateway, HTTPRoute, ReferenceGrant are)", hdr.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("gateway api: %s: %w", hdr.Kind, err)
+	}
+	return nil
+}
+
+// DecodeAll adds every document of a multi-document YAML stream to in,
+// skipping empty documents and those of other API groups.
+func (in *Input) DecodeAll(data []byte, defaultNS string) error {
+	r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("gateway api: %w", err)
+		}
+		var hdr struct {
+			APIVersion string `json:"apiVersion"`
+		}
+		if err := sigsyaml.Unmarshal(doc, &hdr); err != nil {
+			return fmt.Errorf("gateway api: %w", err)
+		}
+		if !IsGatewayAPI(hdr.APIVersion) {
+			continue
+		}
+		if err := in.Decode(doc, defaultNS); err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/meshpilot/meshpilot/model"
+)
+
+// listener is one listener of a Gateway of ours, as translation sees it.
+type listener struct {
+	gw   *gwv1.Gateway
+	spec *gwv1.Listener
+	// valid listeners become a server; routes attach only to them.
+	valid bool
+	// internal is the name of the Istio Gateway holding its server.
+	internal string
+	status   *gwv1.ListenerStatus
+}
+
+// hostname is the listener's hostname, "*" when unset.
+func (l *listener) hostname() string {
+	if l.spec.Hostname == nil || *l.spec.Hostname == "" {
+		return "*"
+	}
+	return string(*l.spec.Hostname)
+}
+
+// gatewayState is a Gateway of ours during translation.
+type gatewayState struct {
+	gw        *gwv1.Gateway
+	listeners []*listener
+	status    *gwv1.GatewayStatus
+}
+
+// internalName names the Istio Gateway of a listener as istiod does.
+func internalName(gw, listener string) string {
+	return gw + "-" + generatedSuffix + "-" + listener
+}
+
+// buildGateway checks gw's listeners, computes their status but
+// attachedRoutes, and returns the Istio Gateway of each valid listener.
+func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Config) {
+	st := &gatewayState{gw: gw, status: &gwv1.GatewayStatus{}}
+	gen := gw.Generation
+	conflicts := listenerConflicts(gw.Spec.Listeners)
+	var out []model.Config
+	valid := 0
+	for i := range gw.Spec.Listeners {
+		ls := &gw.Spec.Listeners[i]
+		l := &listener{gw: gw, spec: ls, internal: internalName(gw.Name, string(ls.Name))}
+		lst := &gwv1.ListenerStatus{Name: ls.Name}
+		accepted := cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen)
+		resolved := cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
+		conflicted := cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen)
+		if reason, ok := conflicts[ls.Name]; ok {
+			conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(reason), "another listener of this Gateway uses the same port", gen)
+		}
+		var tls *networking.ServerTLSSettings
+		switch ls.Protocol {
+		case gwv1.HTTPProtocolType:
+		case gwv1.HTTPSProtocolType:
+			var reason gwv1.ListenerConditionReason
+			var msg string
+			tls, reason, msg = t.listenerTLS(gw, ls)
+			if tls == nil {
+				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(reason), msg, gen)
+			}
+		default:
+			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
+				fmt.Sprintf("protocol %s is not supported", ls.Protocol), gen)
+		}
+		kinds, badKinds := supportedKinds(ls)
+		lst.SupportedKinds = kinds
+		if badKinds != "" && resolved.Status == metav1.ConditionTrue {
+			resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
+				"route kinds not supported: "+badKinds, gen)
+		}
+		l.valid = accepted.Status == metav1.ConditionTrue && resolved.Status == metav1.ConditionTrue &&
+			conflicted.Status == metav1.ConditionFalse
+		programmed := cond(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", gen)
+		if !l.valid {
+			programmed = cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not valid", gen)
+		}
+		lst.Conditions = []metav1.Condition{accepted, programmed, resolved, conflicted}
+		l.status = lst
+		st.listeners = append(st.listeners, l)
+		if !l.valid {
+			continue
+		}
+		valid++
+		out = append(out, t.internalGateway(l, tls))
+	}
+	switch {
+	case valid == len(st.listeners):
+		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "", gen))
+	case valid > 0:
+		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid),
+			"some listeners are not valid", gen))
+	default:
+		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid),
+			"no listener is valid", gen))
+	}
+	st.status.Addresses = t.addresses(gw)
+	if len(st.status.Addresses) > 0 {
+		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen))
+	} else {
+		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
+			fmt.Sprintf("no address: Service %s-%s not found", gw.Name, gw.Spec.GatewayClassName), gen))
+	}
+	return st, out
+}
+
+// internalGateway is the Istio Gateway of a valid listener: one server,
+// selecting the Gateway's proxies by their gateway-name label.
+func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSettings) model.Config {
+	srv := &networking.Server{
+		Port: &networking.Port{Number: uint32(l.spec.Port), Protocol: string(l.spec.Protocol), Name: string(l.spec.Name)},
+		// Routes of any namespace may bind: allowedRoutes is checked here.
+		Hosts: []string{"*/" + l.hostname()},
+		Tls:   tls,
+	}
+	return model.Config{
+		Meta: model.Meta{
+			Kind:      model.KindGateway,
+			Name:      l.internal,
+			Namespace: l.gw.Namespace,
+			// No resourceVersion: a status write changes it, not the config.
+			Generation: l.gw.Generation,
+			Source:     "gateway-api:" + KindGateway + "/" + l.gw.Namespace + "/" + l.gw.Name,
+		},
+		Spec: &networking.Gateway{
+			Servers:  []*networking.Server{srv},
+			Selector: map[string]string{GatewayNameLabel: l.gw.Name},
+		},
+	}
+}
+
+// listenerTLS returns the TLS settings of an HTTPS listener, or why there
+// are none: its first certificateRef (a Secret of the Gateway's namespace,
+// or of another one a ReferenceGrant opens) becomes the credentialName
+// served by SDS.
+func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networking.ServerTLSSettings, gwv1.ListenerConditionReason, string) {
+	if ls.TLS == nil || deref(ls.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, "HTTPS needs tls.mode Terminate"
+	}
+	if len(ls.TLS.CertificateRefs) == 0 {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, "no certificateRefs"
+	}
+	ref := ls.TLS.CertificateRefs[0]
+	group, kind := normGroup(string(deref(ref.Group, ""))), string(deref(ref.Kind, kindSecret))
+	if group != "" || kind != kindSecret {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("certificateRef %s/%s is not a Secret", group, kind)
+	}
+	ns := string(deref(ref.Namespace, gwv1.Namespace(gw.Namespace)))
+	if !t.grants.allows(objRef{Group, KindGateway, gw.Namespace, ""}, objRef{"", kindSecret, ns, string(ref.Name)}) {
+		return nil, gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows Gateways of %s to refer to Secret %s", ns, gw.Namespace, ref.Name)
+	}
+	if t.in.Secret != nil && !t.in.Secret(ns, string(ref.Name)) {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s not found", ns, ref.Name)
+	}
+	name := string(ref.Name)
+	if ns != gw.Namespace {
+		name = ns + "/" + name
+	}
+	return &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: name}, "", ""
+}
+
+// supportedKinds returns the route kinds a listener takes and the ones it
+// was given that are not supported.
+func supportedKinds(ls *gwv1.Listener) ([]gwv1.RouteGroupKind, string) {
+	http := gwv1.RouteGroupKind{Group: ptr(gwv1.Group(Group)), Kind: KindHTTPRoute}
+	if ls.AllowedRoutes == nil || len(ls.AllowedRoutes.Kinds) == 0 {
+		return []gwv1.RouteGroupKind{http}, ""
+	}
+	var ok []gwv1.RouteGroupKind
+	var bad []string
+	for _, k := range ls.AllowedRoutes.Kinds {
+		if string(deref(k.Group, Group)) == Group && k.Kind == KindHTTPRoute {
+			ok = append(ok, http)
+		} else {
+			bad = append(bad, string(deref(k.Group, ""))+"/"+string(k.Kind))
+		}
+	}
+	return ok, strings.Join(bad, ", ")
+}
+
+// listenerConflicts finds listeners sharing a port: with different
+// protocols they are ProtocolConflict, with the same protocol and hostname
+// HostnameConflict.
+func listenerConflicts(ls []gwv1.Listener) map[gwv1.SectionName]gwv1.ListenerConditionReason {
+	out := map[gwv1.SectionName]gwv1.ListenerConditionReason{}
+	for i := range ls {
+		for j := range ls {
+			if i == j || ls[i].Port != ls[j].Port {
+				continue
+			}
+			if ls[i].Protocol != ls[j].Protocol {
+				out[ls[i].Name] = gwv1.ListenerReasonProtocolConflict
+			} else if deref(ls[i].Hostname, "") == deref(ls[j].Hostname, "") {
+				if _, ok := out[ls[i].Name]; !ok {
+					out[ls[i].Name] = gwv1.ListenerReasonHostnameConflict
+				}
+			}
+		}
+	}
+	return out
+}
+
+// addresses are the Gateway's spec.addresses, else the address of the
+// Service istiod's deployment gives it (NAME-CLASS).
+func (t *translator) addresses(gw *gwv1.Gateway) []gwv1.GatewayStatusAddress {
+	var out []gwv1.GatewayStatusAddress
+	for _, a := range gw.Spec.Addresses {
+		if a.Value != "" {
+			out = append(out, gwv1.GatewayStatusAddress{Type: a.Type, Value: a.Value})
+		}
+	}
+	if len(out) > 0 || t.in.Service == nil {
+		return out
+	}
+	svc := t.in.Service(fmt.Sprintf("%s-%s.%s.svc.%s", gw.Name, gw.Spec.GatewayClassName, gw.Namespace, t.in.domain()))
+	if svc == nil || svc.Address == "" {
+		return nil
+	}
+	return []gwv1.GatewayStatusAddress{{Type: ptr(gwv1.IPAddressType), Value: svc.Address}}
+}
+
+// allowsRoute reports whether the listener's allowedRoutes admit an
+// HTTPRoute of namespace ns.
+func (l *listener) allowsRoute(ns string, nsLabels func(string) map[string]string) bool {
+	if l.status != nil && len(l.status.SupportedKinds) == 0 {
+		return false
+	}
+	from := gwv1.NamespacesFromSame
+	var sel *metav1.LabelSelector
+	if l.spec.AllowedRoutes != nil && l.spec.AllowedRoutes.Namespaces != nil {
+		from = deref(l.spec.AllowedRoutes.Namespaces.From, gwv1.NamespacesFromSame)
+		sel = l.spec.AllowedRoutes.Namespaces.Selector
+	}
+	switch from {
+	case gwv1.NamespacesFromAll:
+		return true
+	case gwv1.NamespacesFromSame:
+		return ns == l.gw.Namespace
+	case gwv1.NamespacesFromSelector:
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil || sel == nil {
+			return false
+		}
+		return s.Matches(labels.Set(nsLabels(ns)))
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }

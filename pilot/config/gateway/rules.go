@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// rule is one Istio HTTPRoute of an HTTPRoute (one per match) with what
+// orders it among the rules of every route on the same host.
+type rule struct {
+	http *networking.HTTPRoute
+	rank matchRank
+	// index orders a route's own rules (rule, then match).
+	index int
+}
+
+// matchRank is the spec's precedence of a match: exact path, then the
+// longest path (prefix, then regular expression), then a method, then the
+// most header matches, then the most query parameter matches.
+type matchRank struct {
+	pathKind, pathLen, method, headers, query int
+}
+
+// compare orders higher precedence first.
+func (a matchRank) compare(b matchRank) int {
+	for _, d := range [...]int{b.pathKind - a.pathKind, b.pathLen - a.pathLen, b.method - a.method, b.headers - a.headers, b.query - a.query} {
+		if d != 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+const (
+	rankRegex = iota + 1
+	rankPrefix
+	rankExact
+)
+
+// routeRules translates r's rules, and says whether its references resolve
+// (ResolvedRefs) and whether everything in it is supported (Accepted, or
+// UnsupportedValue).
+func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, accepted metav1.Condition) {
+	gen := r.Generation
+	resolved = cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
+	accepted = cond(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen)
+	unresolved := func(reason gwv1.RouteConditionReason, msg string) {
+		if resolved.Status == metav1.ConditionTrue {
+			resolved = cond(string(gwv1.RouteConditionResolvedRefs), false, string(reason), msg, gen)
+		}
+	}
+	unsupported := func(msg string) {
+		if accepted.Status == metav1.ConditionTrue {
+			accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, gen)
+		}
+	}
+	index := 0
+	for ri := range r.Spec.Rules {
+		rl := &r.Spec.Rules[ri]
+		base := &networking.HTTPRoute{}
+		redirect := false
+		for _, f := range rl.Filters {
+			if msg := t.applyFilter(base, f, r.Namespace, unresolved); msg != "" {
+				unsupported(fmt.Sprintf("rules[%d]: %s", ri, msg))
+			}
+			redirect = redirect || f.Type == gwv1.HTTPRouteFilterRequestRedirect
+		}
+		if to := rl.Timeouts; to != nil {
+			d := to.Request
+			if d == nil {
+				d = to.BackendRequest
+			}
+			if d != nil {
+				dur, err := time.ParseDuration(string(*d))
+				if err != nil {
+					unsupported(fmt.Sprintf("rules[%d].timeouts: %v", ri, err))
+				} else {
+					base.Timeout = durationpb.New(dur)
+				}
+			}
+		}
+		if !redirect {
+			for bi, b := range rl.BackendRefs {
+				dest, reason, msg := t.backend(b.BackendObjectReference, r.Namespace)
+				if dest == nil {
+					unresolved(reason, fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
+					continue
+				}
+				w := deref(b.Weight, 1)
+				if w == 0 {
+					continue
+				}
+				rd := &networking.HTTPRouteDestination{Destination: dest, Weight: w}
+				for _, f := range b.Filters {
+					if msg := backendFilter(rd, f); msg != "" {
+						unsupported(fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
+					}
+				}
+				base.Route = append(base.Route, rd)
+			}
+			if len(base.Route) == 0 {
+				// No backend to send to (none given, none valid, all
+				// weights zero): the spec's 500.
+				base.DirectResponse = &networking.HTTPDirectResponse{Status: 500}
+			}
+		}
+		matches := rl.Matches
+		if len(matches) == 0 {
+			matches = []gwv1.HTTPRouteMatch{{}}
+		}
+		for mi, m := range matches {
+			for _, part := range t.matchParts(m) {
+				h := cloneRoute(base)
+				h.Name = fmt.Sprintf("%s.%s.%d.%d", r.Namespace, r.Name, ri, mi)
+				h.Match = []*networking.HTTPMatchRequest{part.match}
+				if part.prefixRewrite != nil && h.GetRewrite() != nil && h.GetRewrite().GetUri() != "" {
+					h.Rewrite.Uri = part.prefixRewrite(h.Rewrite.Uri)
+				}
+				rules = append(rules, rule{http: h, rank: part.rank, index: index})
+				index++
+			}
+		}
+	}
+	return rules, resolved, accepted
+}
+
+// matchPart is one Istio match of a Gateway API match: a PathPrefix
+// becomes two, the exact path and the path followed by "/" (Istio's
+// prefix is not element-wise), each rewriting the prefix its own way.
+type matchPart struct {
+	match         *networking.HTTPMatchRequest
+	rank          matchRank
+	prefixRewrite func(string) string
+}
+
+func (t *translator) matchParts(m gwv1.HTTPRouteMatch) []matchPart {
+	common := &networking.HTTPMatchRequest{}
+	rank := matchRank{}
+	for _, h := range m.Headers {
+		if common.Headers == nil {
+			common.Headers = map[string]*networking.StringMatch{}
+		}
+		common.Headers[strings.ToLower(string(h.Name))] = stringMatch(deref(h.Type, gwv1.HeaderMatchExact) == gwv1.HeaderMatchRegularExpression, h.Value)
+		rank.headers++
+	}
+	for _, q := range m.QueryParams {
+		if common.QueryParams == nil {
+			common.QueryParams = map[string]*networking.StringMatch{}
+		}
+		common.QueryParams[string(q.Name)] = stringMatch(deref(q.Type, gwv1.QueryParamMatchExact) == gwv1.QueryParamMatchRegularExpression, q.Value)
+		rank.query++
+	}
+	if m.Method != nil {
+		common.Method = &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: string(*m.Method)}}
+		rank.method = 1
+	}
+	typ, value := gwv1.PathMatchPathPrefix, "/"
+	if m.Path != nil {
+		typ, value = deref(m.Path.Type, gwv1.PathMatchPathPrefix), deref(m.Path.Value, "/")
+	}
+	rank.pathLen = len(value)
+	with := func(sm *networking.StringMatch, kind int) matchPart {
+		mr := cloneMatch(common)
+		mr.Uri = sm
+		r := rank
+		r.pathKind = kind
+		return matchPart{match: mr, rank: r}
+	}
+	switch typ {
+	case gwv1.PathMatchExact:
+		return []matchPart{with(&networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: value}}, rankExact)}
+	case gwv1.PathMatchRegularExpression:
+		return []matchPart{with(&networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: value}}, rankRegex)}
+	}
+	trimmed := strings.TrimRight(value, "/")
+	if trimmed == "" {
+		p := with(&networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: "/"}}, rankPrefix)
+		p.prefixRewrite = func(to string) string { return strings.TrimRight(to, "/") + "/" }
+		return []matchPart{p}
+	}
+	exact := with(&networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: trimmed}}, rankPrefix)
+	exact.prefixRewrite = func(to string) string {
+		if to == "" {
+			return "/"
+		}
+		return to
+	}
+	prefix := with(&networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: trimmed + "/"}}, rankPrefix)
+	prefix.prefixRewrite = func(to string) string { return strings.TrimRight(to, "/") + "/" }
+	return []matchPart{exact, prefix}
+}
+
+func stringMatch(regex bool, v string) *networking.StringMatch {
+	if regex {
+		return &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: v}}
+	}
+	return &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: v}}
+}

@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// WriteStatus writes the status of the latest translation to the objects
+// whose status differs from it (times aside), then again after each
+// translation, at most QPS writes a second, until ctx is done. Run it on
+// the leader only.
+func (c *Controller) WriteStatus(ctx context.Context) error {
+	if err := c.WaitReady(ctx); err != nil {
+		return nil
+	}
+	c.opts.Log.Info("gateway api status writer started")
+	for {
+		if out := c.latest(); out != nil {
+			if err := c.writeAll(ctx, out); err != nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.statusKick:
+		}
+	}
+}
+
+// writeAll writes every status of out that differs; it returns an error
+// only when ctx ended.
+func (c *Controller) writeAll(ctx context.Context, out *Output) error {
+	now := metav1.Now()
+	written := 0
+	write := func(what string, key types.NamespacedName, update func() error) error {
+		if err := c.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		if err := update(); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// A conflict means a newer object is on its way: its
+			// translation writes again.
+			level := c.opts.Log.Warn
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				level = c.opts.Log.Debug
+			}
+			level("gateway api status not written", "kind", what, "object", key.String(), "error", err)
+			return nil
+		}
+		written++
+		return nil
+	}
+	v1 := c.opts.Client.GatewayV1()
+	for _, name := range sortedKeys(out.GatewayClasses) {
+		cur, err := c.classes.Get(name)
+		if err != nil {
+			continue
+		}
+		st := out.GatewayClasses[name]
+		want := *st.DeepCopy()
+		keepTransitionTimes(want.Conditions, cur.Status.Conditions, now)
+		if equality.Semantic.DeepEqual(cur.Status, want) {
+			continue
+		}
+		obj := cur.DeepCopy()
+		obj.Status = want
+		if err := write(KindGatewayClass, types.NamespacedName{Name: name}, func() error {
+			_, err := v1.GatewayClasses().UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for _, key := range sortedNames(out.Gateways) {
+		cur, err := c.gateways.Gateways(key.Namespace).Get(key.Name)
+		if err != nil {
+			continue
+		}
+		st := out.Gateways[key]
+		want := *st.DeepCopy()
+		keepTransitionTimes(want.Conditions, cur.Status.Conditions, now)
+		for i := range want.Listeners {
+			var prev []metav1.Condition
+			for _, l := range cur.Status.Listeners {
+				if l.Name == want.Listeners[i].Name {
+					prev = l.Conditions
+				}
+			}
+			keepTransitionTimes(want.Listeners[i].Conditions, prev, now)
+		}
+		// Fields this controller does not set are kept.
+		want.AttachedListenerSets = cur.Status.AttachedListenerSets
+		if equality.Semantic.DeepEqual(cur.Status, want) {
+			continue
+		}
+		obj := cur.DeepCopy()
+		obj.Status = want
+		if err := write(KindGateway, key, func() error {
+			_, err := v1.Gateways(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for _, key := range sortedNames(out.HTTPRoutes) {
+		cur, err := c.routes.HTTPRoutes(key.Namespace).Get(key.Name)
+		if err != nil {
+			continue
+		}
+		want := routeStatus(cur.Status, out.HTTPRoutes[key], now)
+		if equality.Semantic.DeepEqual(cur.Status, want) {
+			continue
+		}
+		obj := cur.DeepCopy()
+		obj.Status = want
+		if err := write(KindHTTPRoute, key, func() error {
+			_, err := v1.HTTPRoutes(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if written > 0 {
+		c.opts.Log.Info("gateway api status written", "objects", written)
+	}
+	return nil
+}
+
+// routeStatus is cur with the parents of this controller replaced by
+// ours (the parents other controllers wrote are kept, first).
+func routeStatus(cur, ours gwv1.HTTPRouteStatus, now metav1.Time) gwv1.HTTPRouteStatus {
+	var out gwv1.HTTPRouteStatus
+	for _, p := range cur.Parents {
+		if p.ControllerName != ControllerName {
+			out.Parents = append(out.Parents, *p.DeepCopy())
+		}
+	}
+	for _, p := range ours.Parents {
+		p = *p.DeepCopy()
+		for _, q := range cur.Parents {
+			if q.ControllerName == ControllerName && equality.Semantic.DeepEqual(q.ParentRef, p.ParentRef) {
+				keepTransitionTimes(p.Conditions, q.Conditions, now)
+			}
+		}
+		if p.Conditions[0].LastTransitionTime.IsZero() {
+			keepTransitionTimes(p.Conditions, nil, now)
+		}
+		out.Parents = append(out.Parents, p)
+	}
+	if out.Parents == nil {
+		out.Parents = []gwv1.RouteParentStatus{}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedNames[V any](m map[types.NamespacedName]V) []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b types.NamespacedName) int {
+		if a.Namespace != b.Namespace {
+			return strings.Compare(a.Namespace, b.Namespace)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}

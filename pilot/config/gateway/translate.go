@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/validation"
+)
+
+// Output is what Translate makes of an Input: the Istio configs to serve
+// and the status each Gateway API object of ours should carry.
+type Output struct {
+	// Configs are Istio Gateways (one per valid listener) and
+	// VirtualServices (one per listener and hostname), sorted by kind,
+	// namespace and name.
+	Configs []model.Config
+	// GatewayClasses, Gateways and HTTPRoutes hold the status of the
+	// objects this controller owns; a route's Parents list only the
+	// parents of ours (those of other controllers are kept by the writer).
+	GatewayClasses map[string]gwv1.GatewayClassStatus
+	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
+	HTTPRoutes     map[types.NamespacedName]gwv1.HTTPRouteStatus
+}
+
+// translator holds one translation's indexes.
+type translator struct {
+	in       *Input
+	grants   grants
+	gateways map[types.NamespacedName]*gatewayState
+}
+
+// Translate turns the Gateway API objects of in, those of a GatewayClass
+// whose controllerName is ControllerName, into Istio configs and status.
+// It is a pure function of in.
+func Translate(in Input) Output {
+	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{}}
+	out := Output{
+		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
+		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
+		HTTPRoutes:     map[types.NamespacedName]gwv1.HTTPRouteStatus{},
+	}
+	ours := map[string]bool{}
+	for _, gc := range in.GatewayClasses {
+		if gc.Spec.ControllerName != ControllerName {
+			continue
+		}
+		ours[gc.Name] = true
+		out.GatewayClasses[gc.Name] = ClassStatus(gc.Generation)
+	}
+	for _, gw := range sortedObjects(in.Gateways) {
+		if !ours[string(gw.Spec.GatewayClassName)] {
+			continue
+		}
+		st, cfgs := t.buildGateway(gw)
+		t.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = st
+		out.Configs = append(out.Configs, cfgs...)
+	}
+	vs := newVirtualServices()
+	v := validation.New(validation.Options{})
+	for order, r := range sortedObjects(in.HTTPRoutes) {
+		rules, resolved, accepted := t.routeRules(r)
+		if accepted.Status == metav1.ConditionTrue {
+			// What the VirtualService rules check (regular expressions
+			// Envoy would refuse, header names, ...) makes the route
+			// UnsupportedValue rather than a resource every proxy of the
+			// Gateway rejects.
+			if msg := invalidRules(v, r, rules); msg != "" {
+				accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, r.Generation)
+			}
+		}
+		parents, attached := t.attachRoute(r, order, resolved, accepted)
+		if len(parents) == 0 {
+			continue
+		}
+		out.HTTPRoutes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: parents}}
+		for _, a := range attached {
+			vs.add(a, rules)
+		}
+	}
+	out.Configs = append(out.Configs, vs.configs()...)
+	for key, st := range t.gateways {
+		st.status.Listeners = st.status.Listeners[:0]
+		for _, l := range st.listeners {
+			st.status.Listeners = append(st.status.Listeners, *l.status)
+		}
+		out.Gateways[key] = *st.status
+	}
+	slices.SortFunc(out.Configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
+	return out
+}
+
+// ClassStatus is the status of a GatewayClass of ours: Accepted, with the
+// features this translation supports.
+func ClassStatus(gen int64) gwv1.GatewayClassStatus {
+	st := gwv1.GatewayClassStatus{
+		Conditions: []metav1.Condition{cond(string(gwv1.GatewayClassConditionStatusAccepted), true, string(gwv1.GatewayClassReasonAccepted), "", gen)},
+	}
+	for _, f := range SupportedFeatures() {
+		st.SupportedFeatures = append(st.SupportedFeatures, gwv1.SupportedFeature{Name: gwv1.FeatureName(f)})
+	}
+	return st
+}
+
+// SupportedFeatures names the Gateway API features translated, sorted (as
+// the conformance suite's features package spells them).
+func SupportedFeatures() []string {
+	f := []string{
+		"Gateway", "HTTPRoute", "ReferenceGrant",
+		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
+		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
+		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
+		"HTTPRouteRequestTimeout",
+	}
+	slices.Sort(f)
+	return f
+}
+
+// invalidRules returns the first error Istio's VirtualService rules find in
+// a route's translated rules, "" if none.
+func invalidRules(v *validation.Validator, r *gwv1.HTTPRoute, rules []rule) string {
+	vs := &networking.VirtualService{Hosts: []string{"*"}, Gateways: []string{r.Namespace + "/gateway"}}
+	for _, rl := range rules {
+		vs.Http = append(vs.Http, rl.http)
+	}
+	errs := v.Spec(validation.Meta{Name: r.Name, Namespace: r.Namespace}, vs)
+	if len(errs) == 0 {
+		return ""
+	}
+	return "translated rule: " + errs[0].Error()
+}
+
+type object interface {
+	GetNamespace() string
+	GetName() string
+	GetCreationTimestamp() metav1.Time
+}
+
+// sortedObjects orders objects as the spec orders conflicting ones:
+// oldest first, then by namespace and name.
+func sortedObjects[T object](list []T) []T {
+	out := slices.Clone(list)
+	slices.SortStableFunc(out, func(a, b T) int {
+		ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+		return cmp.Or(ta.Compare(tb.Time), strings.Compare(a.GetNamespace(), b.GetNamespace()), strings.Compare(a.GetName(), b.GetName()))
+	})
+	return out
+}
