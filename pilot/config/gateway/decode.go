@@ -36,30 +36,13 @@ func (in *Input) Decode(doc []byte, defaultNS string) error {
 	var err error
 	switch hdr.Kind {
 	case KindGatewayClass:
-		var o gwv1.GatewayClass
-		err = sigsyaml.UnmarshalStrict(doc, &o)
-		in.GatewayClasses = append(in.GatewayClasses, &o)
+		err = decodeInto(doc, "", &in.GatewayClasses) // cluster-scoped
 	case KindGateway:
-		var o gwv1.Gateway
-		err = sigsyaml.UnmarshalStrict(doc, &o)
-		if o.Namespace == "" {
-			o.Namespace = defaultNS
-		}
-		in.Gateways = append(in.Gateways, &o)
+		err = decodeInto(doc, defaultNS, &in.Gateways)
 	case KindHTTPRoute:
-		var o gwv1.HTTPRoute
-		err = sigsyaml.UnmarshalStrict(doc, &o)
-		if o.Namespace == "" {
-			o.Namespace = defaultNS
-		}
-		in.HTTPRoutes = append(in.HTTPRoutes, &o)
+		err = decodeInto(doc, defaultNS, &in.HTTPRoutes)
 	case KindReferenceGrant:
-		var o gwv1.ReferenceGrant
-		err = sigsyaml.UnmarshalStrict(doc, &o)
-		if o.Namespace == "" {
-			o.Namespace = defaultNS
-		}
-		in.ReferenceGrants = append(in.ReferenceGrants, &o)
+		err = decodeInto(doc, defaultNS, &in.ReferenceGrants)
 	default:
 		return fmt.Errorf("gateway api: kind %q is not read (GatewayClass, Gateway, HTTPRoute, ReferenceGrant are)", hdr.Kind)
 	}
@@ -67,6 +50,22 @@ func (in *Input) Decode(doc []byte, defaultNS string) error {
 		return fmt.Errorf("gateway api: %s: %w", hdr.Kind, err)
 	}
 	return nil
+}
+
+// decodeInto decodes doc strictly into a new object, gives it defaultNS
+// when it has no namespace, and appends it to list.
+func decodeInto[T any, PT interface {
+	*T
+	GetNamespace() string
+	SetNamespace(string)
+}](doc []byte, defaultNS string, list *[]PT) error {
+	o := PT(new(T))
+	err := sigsyaml.UnmarshalStrict(doc, o)
+	if o.GetNamespace() == "" {
+		o.SetNamespace(defaultNS)
+	}
+	*list = append(*list, o)
+	return err
 }
 
 // DecodeAll adds every document of a multi-document YAML stream to in,
