@@ -28,6 +28,7 @@ const (
 	keyDNSCapture       = "DNS_CAPTURE"
 	keyDNSAutoAllocate  = "DNS_AUTO_ALLOCATE"
 	keyAutoRegister     = "AUTO_REGISTER_GROUP"
+	keyWorkloadEntry    = "WORKLOAD_ENTRY"
 )
 
 // decodeMetadata fills m from the node's metadata, reading only the keys
@@ -43,6 +44,7 @@ func decodeMetadata(fields map[string]*structpb.Value, m *NodeMetadata) error {
 		{keyIstioVersion, &m.IstioVersion}, {keyInterceptionMode, &m.InterceptionMode},
 		{keyWorkloadName, &m.WorkloadName}, {keyGenerator, &m.Generator}, {keyMeshID, &m.MeshID},
 		{keyPodPorts, &m.PodPorts}, {keyAutoRegister, &m.AutoRegisterGroup},
+		{keyWorkloadEntry, &m.WorkloadEntry},
 	}
 	for _, f := range strs {
 		s, err := stringValue(fields[f.key])

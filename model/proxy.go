@@ -39,6 +39,11 @@ type NodeMetadata struct {
 	// AutoRegisterGroup names the WorkloadGroup, in the proxy's namespace,
 	// of a VM that asks to be registered (ISTIO_META_AUTO_REGISTER_GROUP).
 	AutoRegisterGroup string // AUTO_REGISTER_GROUP
+	// WorkloadEntry names the existing WorkloadEntry, in the proxy's
+	// namespace, a VM that is not auto-registered stands for
+	// (ISTIO_META_WORKLOAD_ENTRY): its health reports set that entry's
+	// Healthy condition when the entry has health checks enabled.
+	WorkloadEntry string // WORKLOAD_ENTRY
 	// DNSCapture is set when the agent captures the pod's DNS and answers
 	// from the NameTable (ISTIO_META_DNS_CAPTURE=true).
 	DNSCapture bool // DNS_CAPTURE

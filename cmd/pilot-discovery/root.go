@@ -157,7 +157,8 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		{"PILOT_ENABLE_GATEWAY_CREDENTIALS", &opts.GatewayCredentials}, {"ENABLE_DEBUG_ON_HTTP", &opts.EnableDebugOnHTTP},
 		{"ENABLE_NATIVE_SIDECARS", &opts.NativeSidecars},
 		{"PILOT_ENABLE_CONFIG_STATUS", &opts.ConfigStatus}, {"PILOT_ENABLE_STATUS", &opts.WriteStatus},
-		{"PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION", &opts.AutoRegistration}}
+		{"PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION", &opts.AutoRegistration},
+		{"PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS", &opts.WorkloadEntryHealthChecks}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)

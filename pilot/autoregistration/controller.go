@@ -3,8 +3,11 @@
 // WorkloadGroup (ISTIO_META_AUTO_REGISTER_GROUP) gets a WorkloadEntry made
 // from the group's template, kept while it stays connected (to this or
 // another replica) and deleted a grace period after it disconnects; the
-// health it reports over xDS sets the entry's Healthy condition. Every
-// write goes through the Kubernetes API.
+// health it reports over xDS sets the entry's Healthy condition. A proxy
+// that names an existing, health-checked WorkloadEntry instead
+// (ISTIO_META_WORKLOAD_ENTRY) is followed the same way, except that its
+// entry is never created or deleted: a grace period after it disconnects,
+// only the Healthy condition goes. Every write goes through the Kubernetes API.
 package autoregistration
 
 import (
@@ -20,6 +23,7 @@ import (
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	metav1alpha1 "istio.io/api/meta/v1alpha1"
 	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	istioclient "istio.io/client-go/pkg/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +31,7 @@ import (
 
 	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
 )
 
 // Defaults of Options, as istiod's.
@@ -65,6 +70,13 @@ type Options struct {
 	// Entries, when set, is where the periodic sweep finds WorkloadEntries
 	// (the informers' store: no API call); nil lists them from Client.
 	Entries model.ConfigStore
+	// DisableAutoRegistration turns off registration from WorkloadGroups
+	// (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION=false): such proxies
+	// connect unregistered, with a log line.
+	DisableAutoRegistration bool
+	// DisableHealthChecks turns off the health of entries named in
+	// WORKLOAD_ENTRY (PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS=false).
+	DisableHealthChecks bool
 	// Registerer takes the auto_registration_* counters; nil: not exported.
 	Registerer prometheus.Registerer
 	Log        *slog.Logger
@@ -143,32 +155,54 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 }
 
-// key returns the entry key of a registering proxy; ok is false for
-// proxies that do not register.
-func key(p *model.Proxy) (entryKey, bool) {
-	if p.Metadata.AutoRegisterGroup == "" || len(p.IPAddresses) == 0 {
-		return entryKey{}, false
+// key returns the key of the entry proxy stands for: auto says it is
+// registered from a WorkloadGroup, else it is the one WORKLOAD_ENTRY names;
+// ok is false for proxies this controller does not follow.
+func (c *Controller) key(p *model.Proxy) (k entryKey, auto, ok bool) {
+	switch {
+	case p.Metadata.AutoRegisterGroup != "":
+		if c.opts.DisableAutoRegistration || len(p.IPAddresses) == 0 {
+			return entryKey{}, false, false
+		}
+		return entryKey{p.ConfigNamespace(), EntryName(p.Metadata.AutoRegisterGroup, p.IPAddresses[0], p.Metadata.Network)}, true, true
+	case p.Metadata.WorkloadEntry != "" && !c.opts.DisableHealthChecks:
+		return entryKey{p.ConfigNamespace(), p.Metadata.WorkloadEntry}, false, true
 	}
-	return entryKey{p.ConfigNamespace(), EntryName(p.Metadata.AutoRegisterGroup, p.IPAddresses[0], p.Metadata.Network)}, true
+	return entryKey{}, false, false
 }
 
 // OnConnect registers proxy when it names a WorkloadGroup: creates its
 // WorkloadEntry from the group, or marks the existing one connected to this
 // replica. It refuses (PermissionDenied) a proxy without an authenticated
 // identity of the group's namespace and the template's service account.
+//
+// A proxy naming a WorkloadEntry (WORKLOAD_ENTRY) must name an existing one
+// (else FailedPrecondition) and pass the same identity checks when the
+// entry has health checks enabled; the entry is then marked connected to
+// this replica. Without health checks it connects untracked, as istiod.
 func (c *Controller) OnConnect(ctx context.Context, proxy *model.Proxy, connectedAt time.Time) error {
 	group := proxy.Metadata.AutoRegisterGroup
-	if group == "" {
+	k, auto, follow := c.key(proxy)
+	if !follow && group != "" && c.opts.DisableAutoRegistration {
+		c.opts.Log.Warn("proxy asks for auto-registration, which is off; it connects without a WorkloadEntry",
+			"reason", "PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION=false", clientlog.String("node", proxy.ID), clientlog.String("group", group))
+		return nil
+	}
+	if group == "" && !follow {
 		return nil
 	}
 	ns := proxy.ConfigNamespace()
-	log := c.opts.Log.With(clientlog.String("node", proxy.ID), clientlog.String("group", ns+"/"+group))
+	what, subject := "auto-registration", "WorkloadGroup "+ns+"/"+group
+	if !auto {
+		what, subject = "WorkloadEntry health checks", "WorkloadEntry "+k.String()
+	}
+	log := c.opts.Log.With(clientlog.String("node", proxy.ID), clientlog.String("subject", subject))
 	refuse := func(code codes.Code, err error) error {
 		c.metrics.errors.Inc()
-		log.Warn("auto-registration refused", clientlog.Error("error", err))
-		return status.Errorf(code, "auto-registration of %s in WorkloadGroup %s/%s: %v", proxy.ID, ns, group, err)
+		log.Warn(what+" refused", clientlog.Error("error", err))
+		return status.Errorf(code, "%s of %s in %s: %v", what, proxy.ID, subject, err)
 	}
-	if len(proxy.IPAddresses) == 0 {
+	if group != "" && !follow {
 		return refuse(codes.InvalidArgument, errors.New("the node has no IP address"))
 	}
 	if proxy.Metadata.Namespace != "" && proxy.Metadata.Namespace != ns {
@@ -179,11 +213,13 @@ func (c *Controller) OnConnect(ctx context.Context, proxy *model.Proxy, connecte
 	if err := canControl(proxy, &networkingv1.WorkloadEntry{ObjectMeta: metav1.ObjectMeta{Namespace: ns}}); err != nil {
 		return refuse(codes.PermissionDenied, err)
 	}
-	k, _ := key(proxy)
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	created, err := c.register(ctx, k, proxy, connectedAt)
+	created, err := c.register(ctx, k, auto, proxy, connectedAt)
 	switch {
+	case errors.Is(err, errNotHealthChecked):
+		log.Info("proxy names a WorkloadEntry without health checks; its health is not followed", "entry", k.String())
+		return nil
 	case errors.Is(err, errIdentity):
 		return refuse(codes.PermissionDenied, err)
 	case apierrors.IsNotFound(err):
@@ -194,23 +230,33 @@ func (c *Controller) OnConnect(ctx context.Context, proxy *model.Proxy, connecte
 	c.mu.Lock()
 	c.conns[k]++
 	c.mu.Unlock()
-	if created {
+	switch {
+	case !auto:
+		log.Info("health-checked WorkloadEntry connected", "entry", k.String())
+	case created:
 		c.metrics.success.Inc()
 		log.Info("auto-registered WorkloadEntry", "entry", k.String())
-	} else {
+	default:
 		c.metrics.updates.Inc()
 		log.Info("auto-registered WorkloadEntry reconnected", "entry", k.String())
 	}
 	return nil
 }
 
-// register creates k for proxy or marks it connected; created says which.
-// It retries when another writer (a cleanup, another replica) got between
-// its read and its write.
-func (c *Controller) register(ctx context.Context, k entryKey, proxy *model.Proxy, at time.Time) (created bool, err error) {
+// errNotHealthChecked: the WorkloadEntry a proxy names has no health
+// checks, so nothing of it is followed.
+var errNotHealthChecked = errors.New("WorkloadEntry without health checks")
+
+// register creates k for proxy (auto only) or marks it connected; created
+// says which. It retries when another writer (a cleanup, another replica)
+// got between its read and its write.
+func (c *Controller) register(ctx context.Context, k entryKey, auto bool, proxy *model.Proxy, at time.Time) (created bool, err error) {
 	entries := c.opts.Client.NetworkingV1().WorkloadEntries(k.namespace)
 	for range 3 {
 		cur, err := entries.Get(ctx, k.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && !auto {
+			return false, fmt.Errorf("WorkloadEntry %s, named by the node's WORKLOAD_ENTRY: %w", k, err)
+		}
 		if apierrors.IsNotFound(err) {
 			group, err := c.opts.Client.NetworkingV1().WorkloadGroups(k.namespace).Get(ctx, proxy.Metadata.AutoRegisterGroup, metav1.GetOptions{})
 			if err != nil {
@@ -232,6 +278,9 @@ func (c *Controller) register(ctx context.Context, k entryKey, proxy *model.Prox
 		}
 		if err != nil {
 			return false, fmt.Errorf("read WorkloadEntry %s: %w", k, err)
+		}
+		if !auto && cur.Annotations[serviceentry.HealthCheckAnnotation] != "true" {
+			return false, errNotHealthChecked
 		}
 		if err := canControl(proxy, cur); err != nil {
 			return false, err
@@ -256,7 +305,7 @@ func (c *Controller) register(ctx context.Context, k entryKey, proxy *model.Prox
 // OnDisconnect queues the unregistration of proxy's entry once its last
 // connection to this replica ended.
 func (c *Controller) OnDisconnect(proxy *model.Proxy, connectedAt time.Time) {
-	k, ok := key(proxy)
+	k, _, ok := c.key(proxy)
 	if !ok {
 		return
 	}
@@ -277,7 +326,7 @@ func (c *Controller) OnDisconnect(proxy *model.Proxy, connectedAt time.Time) {
 // OnHealth queues a health report of a registered proxy; reports of
 // others are ignored.
 func (c *Controller) OnHealth(proxy *model.Proxy, healthy bool, message string) {
-	k, ok := key(proxy)
+	k, _, ok := c.key(proxy)
 	if !ok {
 		return
 	}
@@ -358,8 +407,10 @@ func (c *Controller) unregister(ctx context.Context, k entryKey, d disconnectEve
 	if cur.Annotations[AnnotationGroup] != "" {
 		c.metrics.unregistrations.Inc()
 		c.opts.Log.Info("auto-registered WorkloadEntry disconnected", "entry", k.String(), "delete_after", c.opts.GracePeriod)
-		c.queue.after(c.opts.GracePeriod, k, work{cleanup: true})
+	} else {
+		c.opts.Log.Info("health-checked WorkloadEntry disconnected", "entry", k.String(), "health_cleared_after", c.opts.GracePeriod)
 	}
+	c.queue.after(c.opts.GracePeriod, k, work{cleanup: true})
 	return nil
 }
 
@@ -378,7 +429,8 @@ func (c *Controller) controlled(ctx context.Context, k entryKey) (*networkingv1.
 	return cur, nil
 }
 
-// deleteIfGone deletes k if the cleanup policy says its proxy is gone;
+// deleteIfGone deletes k if the cleanup policy says its proxy is gone, or,
+// for an entry that was not auto-registered, clears its Healthy condition;
 // the delete is conditional on the version read, so a reconnect wins.
 func (c *Controller) deleteIfGone(ctx context.Context, k entryKey) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
@@ -389,6 +441,10 @@ func (c *Controller) deleteIfGone(ctx context.Context, k entryKey) {
 		if !apierrors.IsNotFound(err) {
 			c.failed(k, "cleanup", err)
 		}
+		return
+	}
+	if c.policy.shouldClearHealth(cur.Annotations, time.Now()) {
+		c.clearHealth(ctx, k, cur)
 		return
 	}
 	if !c.policy.shouldDelete(cur.Annotations, time.Now()) {
@@ -415,7 +471,8 @@ func (c *Controller) sweep(ctx context.Context) {
 	now := time.Now()
 	if c.opts.Entries != nil {
 		for _, e := range c.opts.Entries.List(model.KindWorkloadEntry) {
-			if c.policy.shouldDelete(e.Annotations, now) {
+			st, _ := e.Status.(*metav1alpha1.IstioStatus)
+			if c.policy.shouldDelete(e.Annotations, now) || hasHealth(st.GetConditions()) && c.policy.shouldClearHealth(e.Annotations, now) {
 				c.queue.add(entryKey{e.Namespace, e.Name}, work{cleanup: true})
 			}
 		}
@@ -430,7 +487,7 @@ func (c *Controller) sweep(ctx context.Context) {
 		return
 	}
 	for _, e := range list.Items {
-		if c.policy.shouldDelete(e.Annotations, now) {
+		if c.policy.shouldDelete(e.Annotations, now) || hasHealth(e.Status.GetConditions()) && c.policy.shouldClearHealth(e.Annotations, now) {
 			c.queue.add(entryKey{e.Namespace, e.Name}, work{cleanup: true})
 		}
 	}

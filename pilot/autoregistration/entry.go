@@ -163,9 +163,21 @@ type cleanupPolicy struct {
 // shouldDelete reports whether auto-registered entry annotations, seen at
 // now, are to be deleted, as istiod's periodic cleanup decides.
 func (p cleanupPolicy) shouldDelete(annotations map[string]string, now time.Time) bool {
-	if annotations[AnnotationGroup] == "" {
-		return false
-	}
+	return annotations[AnnotationGroup] != "" && p.expired(annotations, now)
+}
+
+// shouldClearHealth reports whether the Healthy condition of an entry that
+// was not auto-registered, but whose health a replica followed, is to be
+// removed: its proxy is gone, so its health is no longer known (istiod's
+// health-checked entry cleanup).
+func (p cleanupPolicy) shouldClearHealth(annotations map[string]string, now time.Time) bool {
+	return annotations[AnnotationGroup] == "" && annotations[serviceentry.HealthCheckAnnotation] == "true" &&
+		annotations[AnnotationController] != "" && p.expired(annotations, now)
+}
+
+// expired reports whether annotations say the entry's proxy is gone: it
+// disconnected a grace period ago, or looks connected for too long.
+func (p cleanupPolicy) expired(annotations map[string]string, now time.Time) bool {
 	if connected, ok := annotationTime(annotations, AnnotationConnectedAt); ok {
 		return p.staleConnected > 0 && now.Sub(connected) > p.staleConnected
 	}

@@ -136,6 +136,32 @@ func TestShouldDelete(t *testing.T) {
 	}
 }
 
+// TestShouldClearHealth: the Healthy condition of an entry that was not
+// auto-registered is cleared once its proxy is gone, only where a replica
+// followed its health (controller set, health checks on).
+func TestShouldClearHealth(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) string { return now.Add(-d).Format(timeFormat) }
+	p := cleanupPolicy{grace: 10 * time.Second}
+	hc := serviceentry.HealthCheckAnnotation
+	for _, tc := range []struct {
+		name string
+		a    map[string]string
+		want bool
+	}{
+		{"gone past grace", map[string]string{hc: "true", AnnotationController: "a", AnnotationDisconnectedAt: ago(11 * time.Second)}, true},
+		{"within grace", map[string]string{hc: "true", AnnotationController: "a", AnnotationDisconnectedAt: ago(time.Second)}, false},
+		{"connected", map[string]string{hc: "true", AnnotationController: "a", AnnotationConnectedAt: ago(time.Hour)}, false},
+		{"never followed", map[string]string{hc: "true", AnnotationDisconnectedAt: ago(time.Hour)}, false},
+		{"no health checks", map[string]string{AnnotationController: "a", AnnotationDisconnectedAt: ago(time.Hour)}, false},
+		{"auto-registered: deleted instead", map[string]string{AnnotationGroup: "g", hc: "true", AnnotationController: "a", AnnotationDisconnectedAt: ago(time.Hour)}, false},
+	} {
+		if got := p.shouldClearHealth(tc.a, now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestHealthCondition(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	old := &metav1alpha1.IstioCondition{Type: serviceentry.ConditionHealthy, Status: "True",

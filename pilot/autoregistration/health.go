@@ -5,6 +5,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	metav1alpha1 "istio.io/api/meta/v1alpha1"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/serviceregistry/serviceentry"
@@ -65,4 +67,38 @@ func healthCondition(current []*metav1alpha1.IstioCondition, h healthEvent) *met
 		}
 	}
 	return cond
+}
+
+// hasHealth reports whether conditions hold a Healthy condition.
+func hasHealth(conditions []*metav1alpha1.IstioCondition) bool {
+	for _, c := range conditions {
+		if c.GetType() == serviceentry.ConditionHealthy {
+			return true
+		}
+	}
+	return false
+}
+
+// clearHealth removes cur's Healthy condition (cur is k as just read; the
+// write is conditional on that version).
+func (c *Controller) clearHealth(ctx context.Context, k entryKey, cur *networkingv1.WorkloadEntry) {
+	if !hasHealth(cur.Status.GetConditions()) {
+		return
+	}
+	next := cur.DeepCopy()
+	conds := next.Status.Conditions[:0]
+	for _, other := range next.Status.Conditions {
+		if other.GetType() != serviceentry.ConditionHealthy {
+			conds = append(conds, other)
+		}
+	}
+	next.Status.Conditions = conds
+	_, err := c.opts.Client.NetworkingV1().WorkloadEntries(k.namespace).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		c.opts.Log.Info("health-checked WorkloadEntry's health cleared: its proxy did not reconnect", "entry", k.String())
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+	default:
+		c.failed(k, "health cleanup", err)
+	}
 }

@@ -15,12 +15,13 @@ import (
 )
 
 // newAutoRegistration builds the WorkloadEntry auto-registration
-// controller (Kubernetes mode with PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION)
+// controller (Kubernetes mode with PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION
+// or PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS)
 // and the hooks the discovery server calls: the controller, or, in file
 // mode, hooks that only say a proxy's WorkloadGroup is ignored.
 func newAutoRegistration(opts Options, kube *kubeSources, reg prometheus.Registerer, log *slog.Logger) (*autoregistration.Controller, xds.WorkloadHooks, error) {
 	log = log.With("component", "auto-registration")
-	if !opts.AutoRegistration {
+	if !opts.AutoRegistration && !opts.WorkloadEntryHealthChecks {
 		log.Info("WorkloadEntry auto-registration off (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION=false)")
 		return nil, offHooks{log: log, why: "PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION=false"}, nil
 	}
@@ -35,6 +36,7 @@ func newAutoRegistration(opts Options, kube *kubeSources, reg prometheus.Registe
 	c, err := autoregistration.New(autoregistration.Options{
 		Client: kube.istio, Entries: kube.store, InstanceID: instance, GracePeriod: opts.WorkloadEntryGracePeriod,
 		MaxConnectionAge: opts.Keepalive.MaxServerConnectionAge, Registerer: reg, Log: log,
+		DisableAutoRegistration: !opts.AutoRegistration, DisableHealthChecks: !opts.WorkloadEntryHealthChecks,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -132,6 +132,10 @@ type Options struct {
 	// how long a disconnected one is kept for it to reconnect.
 	AutoRegistration         bool
 	WorkloadEntryGracePeriod time.Duration
+	// WorkloadEntryHealthChecks (PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS,
+	// default true as in Istio) follows the health of proxies naming an
+	// existing, health-checked WorkloadEntry (ISTIO_META_WORKLOAD_ENTRY).
+	WorkloadEntryHealthChecks bool
 	// Keepalive are the gRPC servers' keepalive settings, max connection
 	// age included (istiod's --keepalive* flags).
 	Keepalive KeepaliveOptions
@@ -161,11 +165,12 @@ func DefaultOptions() Options {
 		PushThrottle:         100,
 		SendTimeout:          xds.DefaultSendTimeout,
 		// As istiod, which reads ingress credentials from every namespace.
-		GatewayCredentials: true,
-		NativeSidecars:     true,
-		ConfigStatus:       true,
-		AutoRegistration:   true,
-		Keepalive:          DefaultKeepaliveOptions(),
+		GatewayCredentials:        true,
+		NativeSidecars:            true,
+		ConfigStatus:              true,
+		AutoRegistration:          true,
+		WorkloadEntryHealthChecks: true,
+		Keepalive:                 DefaultKeepaliveOptions(),
 
 		WorkloadEntryGracePeriod: autoregistration.DefaultGracePeriod,
 	}
