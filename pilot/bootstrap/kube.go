@@ -215,7 +215,11 @@ func (k *kubeSources) applySelectors(mesh *meshconfig.MeshConfig) {
 	}
 	if err := k.filter.SetSelectors(sels); err != nil {
 		k.server.log.Error("discoverySelectors ignored", "error", err)
+		return
 	}
+	// Remote clusters are filtered by the same selectors, each on its own
+	// namespaces' labels, as istiod.
+	_ = k.remotes.SetDiscoverySelectors(sels)
 }
 
 // onRegistryChange pushes what the service informers changed: EDS-only

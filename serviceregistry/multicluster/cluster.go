@@ -36,6 +36,9 @@ type run struct {
 	done    chan struct{}
 	// verdict answers a pending run's takeover request: true takes over.
 	verdict chan bool
+	// filter applies the mesh's discoverySelectors to this cluster's
+	// namespaces (each cluster labels its own).
+	filter *kube.NamespaceFilter
 	// ctx is the run's own context, which cancel ends.
 	ctx context.Context //nolint:containedctx // a run is a goroutine's lifetime
 }
@@ -59,29 +62,33 @@ func (c *Controller) newRun(ctx context.Context, id string, kubeconfig []byte) (
 	}
 	r := &run{cluster: id, done: make(chan struct{}), verdict: make(chan bool, 1)}
 	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.filter = c.selectors.newFilter()
 	var networks *kube.Networks
 	if c.opts.Networks != nil {
 		networks = c.opts.Networks(id)
 	}
 	r.ctrl, err = kube.NewController(kube.ControllerOptions{
-		Client: client, Domain: c.opts.Domain, Shard: ShardFor(id), ClusterID: id, Networks: networks,
+		Client: client, Domain: c.opts.Domain, Shard: ShardFor(id), ClusterID: id, Networks: networks, Filter: r.filter,
 		Endpoints: c.opts.Endpoints, OnChange: c.opts.OnChange,
 		OnSynced: func() error { return c.requestTakeover(r) },
 		Log:      c.opts.Log.With("registry", "kube", "cluster", id),
 	})
 	if err != nil {
+		c.selectors.forget(r.filter)
 		r.cancel()
 		return nil, err
 	}
 	return r, nil
 }
 
-// start runs r's controller until r is stopped; wg counts it.
-func (r *run) start(log *slog.Logger, wg *sync.WaitGroup) {
+// start runs r's controller until r is stopped; wg counts it, and sels
+// forgets its filter then.
+func (r *run) start(log *slog.Logger, wg *sync.WaitGroup, sels *selectors) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(r.done)
+		defer sels.forget(r.filter)
 		if err := r.ctrl.Run(r.ctx); err != nil && r.ctx.Err() == nil && !errors.Is(err, errNotServing) {
 			log.Error("remote cluster registry stopped", "cluster", r.cluster, "error", err)
 		}

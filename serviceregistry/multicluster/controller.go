@@ -108,6 +108,8 @@ type Controller struct {
 	initial *ready.Signal
 	// runs counts the runs' goroutines, superseded ones included.
 	runs sync.WaitGroup
+	// selectors are the mesh's discoverySelectors and every run's filter.
+	selectors selectors
 }
 
 var (
@@ -413,5 +415,5 @@ func (c *Controller) apply(ctx context.Context, name, id string, kubeconfig []by
 		cl.hash, cl.pending = hash, r
 		log.Info("remote cluster kubeconfig changed; the new one takes over once synced")
 	}
-	r.start(c.opts.Log, &c.runs)
+	r.start(c.opts.Log, &c.runs, &c.selectors)
 }
