@@ -92,6 +92,7 @@ func (t target) build(proxy *model.Proxy, push *model.PushContext, name string) 
 	host := t.svc.Hostname
 	withLabels := t.locality.usesLabels()
 	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	memo := metadataMemo{}
 	var labelsByLocality map[string][]map[string]string
 	if withLabels {
 		labelsByLocality = map[string][]map[string]string{}
@@ -119,7 +120,7 @@ func (t target) build(proxy *model.Proxy, push *model.PushContext, name string) 
 			byLocality[e.Locality] = group
 		}
 		lbe := cluster.LbEndpoint(e.Address, e.Port, e.Weight, e.Healthy)
-		lbe.Metadata = lbEndpointMetadata(e)
+		lbe.Metadata = memo.of(e)
 		group.LbEndpoints = append(group.LbEndpoints, lbe)
 		group.LoadBalancingWeight.Value += lbe.GetLoadBalancingWeight().GetValue()
 		if withLabels {

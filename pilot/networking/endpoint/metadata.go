@@ -43,27 +43,57 @@ func lbEndpointMetadata(e *model.Endpoint) *corev3.Metadata {
 // WorkloadMetadata is the istio.workload value of e's endpoint metadata;
 // it ends with the endpoint's cluster.
 func WorkloadMetadata(e *model.Endpoint) string {
-	workload := e.Workload
-	if workload == "" {
-		workload = e.WorkloadName
+	return metadataKeyOf(e).workloadString()
+}
+
+// metadataKey is what an endpoint's metadata is made of: endpoints with
+// equal keys (the replicas of one workload) get equal metadata. Building
+// it allocates nothing.
+type metadataKey struct {
+	workload, namespace, name, rev, cluster string
+	sidecar                                 bool
+}
+
+func metadataKeyOf(e *model.Endpoint) metadataKey {
+	k := metadataKey{workload: e.Workload, namespace: e.Namespace, cluster: e.ClusterID,
+		sidecar: e.Labels[cluster.TLSModeLabel] == cluster.TLSModeIstio}
+	if k.workload == "" {
+		k.workload = e.WorkloadName
 	}
-	name := firstLabel(e.Labels, canonicalNameLabels[:])
-	if name == "" {
-		name = workload
+	if k.name = firstLabel(e.Labels, canonicalNameLabels[:]); k.name == "" {
+		k.name = k.workload
 	}
-	rev := firstLabel(e.Labels, canonicalRevisionLabels[:])
-	if rev == "latest" {
-		rev = ""
+	if k.rev = firstLabel(e.Labels, canonicalRevisionLabels[:]); k.rev == "latest" {
+		k.rev = ""
 	}
+	return k
+}
+
+func (k metadataKey) workloadString() string {
 	var b strings.Builder
-	b.Grow(len(workload) + len(e.Namespace) + len(name) + len(rev) + len(e.ClusterID) + 4)
-	for i, s := range []string{workload, e.Namespace, name, rev, e.ClusterID} {
+	b.Grow(len(k.workload) + len(k.namespace) + len(k.name) + len(k.rev) + len(k.cluster) + 4)
+	for i, s := range []string{k.workload, k.namespace, k.name, k.rev, k.cluster} {
 		if i > 0 {
 			b.WriteByte(';')
 		}
 		b.WriteString(s)
 	}
 	return b.String()
+}
+
+// metadataMemo shares one metadata message between the endpoints of an
+// assignment with equal keys: a workload's replicas cost one Struct, not
+// one each. The messages are read-only once built.
+type metadataMemo map[metadataKey]*corev3.Metadata
+
+func (m metadataMemo) of(e *model.Endpoint) *corev3.Metadata {
+	k := metadataKeyOf(e)
+	if md, ok := m[k]; ok {
+		return md
+	}
+	md := lbEndpointMetadata(e)
+	m[k] = md
+	return md
 }
 
 func firstLabel(labels map[string]string, keys []string) string {

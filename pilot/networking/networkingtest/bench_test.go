@@ -65,6 +65,30 @@ func BenchmarkEDSWithCluster(b *testing.B) {
 	}
 }
 
+// BenchmarkEDSReplicas is BenchmarkEDSWithCluster with three replicas of
+// each workload (the same labels and Deployment at three addresses), as
+// Deployments run them: replicas share their endpoint metadata.
+func BenchmarkEDSReplicas(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			in := nt.Scale(n)
+			for host, eps := range in.Endpoints {
+				var out []*model.Endpoint
+				for _, e := range eps {
+					for r := range 3 {
+						c := *e
+						c.ClusterID, c.Workload = "cluster-1", c.Labels["app"]+"-"+c.Labels["version"]
+						c.Address = fmt.Sprintf("%s%d", e.Address, r)
+						out = append(out, &c)
+					}
+				}
+				in.Endpoints[host] = out
+			}
+			benchColdWarm(b, &in, endpoint.Generator{}, edsWatch)
+		})
+	}
+}
+
 // edsWatch subscribes to every EDS cluster CDS gives ScaleProxy.
 func edsWatch(b *testing.B, push *model.PushContext) *model.WatchedResource {
 	clusters, err := cluster.Build(nt.ScaleProxy(), push)
