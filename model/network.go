@@ -39,6 +39,35 @@ type NetworkGateways struct {
 	byNetwork map[string][]NetworkGateway
 	scale     uint32
 	version   string
+	// hostnames are, during a build, the gateways whose address is a host
+	// name, by that name.
+	hostnames map[string][]NetworkGateway
+}
+
+// isHostName reports whether s is a DNS name a gateway address may be
+// (letters, digits, '-', '.', at most 253 bytes).
+func isHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// GatewayNameResolver resolves the host names among east-west gateway
+// addresses (a cloud load balancer's host name, or a meshNetworks gateway
+// address), as istiod does with RESOLVE_HOSTNAME_GATEWAYS: EDS needs IPs.
+type GatewayNameResolver interface {
+	// Resolve returns the addresses known now for each of names, without
+	// waiting (a name not resolved yet has none; the resolver asks for a
+	// push once it is), and makes names the set it keeps resolving.
+	Resolve(names []string) map[string][]string
 }
 
 // BuildNetworkGateways collects the gateways istiod would: each meshNetworks
@@ -49,7 +78,17 @@ type NetworkGateways struct {
 // kept: a proxy cannot be sent a host name as an EDS address. services
 // is sorted by hostname, as a PushContext holds them.
 func BuildNetworkGateways(networks *meshconfig.MeshNetworks, services []*Service) *NetworkGateways {
+	return BuildNetworkGatewaysResolving(networks, services, nil)
+}
+
+// BuildNetworkGatewaysResolving is BuildNetworkGateways where a gateway
+// address that is a host name stands for the addresses names resolves it
+// to (nil: such gateways are left out).
+func BuildNetworkGatewaysResolving(networks *meshconfig.MeshNetworks, services []*Service, names GatewayNameResolver) *NetworkGateways {
 	g := &NetworkGateways{byNetwork: map[string][]NetworkGateway{}}
+	if names != nil {
+		g.hostnames = map[string][]NetworkGateway{}
+	}
 	// byRegistryName are the meshNetworks gateways naming a service, by
 	// hostname (rare: the scan below looks them up only when there are some).
 	byRegistryName := map[string][]NetworkGateway{}
@@ -85,13 +124,37 @@ func BuildNetworkGateways(networks *meshconfig.MeshNetworks, services []*Service
 			}
 		}
 	}
+	if len(g.hostnames) > 0 {
+		hosts := make([]string, 0, len(g.hostnames))
+		for h := range g.hostnames {
+			hosts = append(hosts, h)
+		}
+		sort.Strings(hosts)
+		resolved := names.Resolve(hosts)
+		for _, h := range hosts {
+			for _, gw := range g.hostnames[h] {
+				for _, a := range resolved[h] {
+					gw.Address = a
+					g.add(gw)
+				}
+			}
+		}
+	}
+	g.hostnames = nil
 	g.finish()
 	return g
 }
 
-// add records gw unless its address is no IP or its port is 0.
+// add records gw unless its port is 0 or its address is no IP (host names
+// are set aside for resolution when a resolver is there).
 func (g *NetworkGateways) add(gw NetworkGateway) {
-	if _, err := netip.ParseAddr(gw.Address); err != nil || gw.Port == 0 || gw.Port > 65535 {
+	if gw.Port == 0 || gw.Port > 65535 {
+		return
+	}
+	if _, err := netip.ParseAddr(gw.Address); err != nil {
+		if g.hostnames != nil && isHostName(gw.Address) {
+			g.hostnames[gw.Address] = append(g.hostnames[gw.Address], gw)
+		}
 		return
 	}
 	for _, have := range g.byNetwork[gw.Network] {

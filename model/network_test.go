@@ -59,6 +59,42 @@ func TestBuildNetworkGateways(t *testing.T) {
 	}
 }
 
+// resolvedNames is a GatewayNameResolver answering from a table.
+type resolvedNames map[string][]string
+
+func (r resolvedNames) Resolve(names []string) map[string][]string {
+	out := map[string][]string{}
+	for _, n := range names {
+		out[n] = r[n]
+	}
+	return out
+}
+
+// TestBuildNetworkGatewaysResolving: a host name among gateway addresses
+// (a Service's load balancer or meshNetworks) stands for each address it
+// resolves to, with the gateway's network and port; one that resolves to
+// nothing yet, or is no host name, is left out.
+func TestBuildNetworkGatewaysResolving(t *testing.T) {
+	services := []*Service{{Hostname: "eastwest.istio-system.svc.cluster.local", Labels: map[string]string{LabelTopologyNetwork: "n2"},
+		ExternalAddresses: []string{"lb.example.com"}}}
+	networks := &meshconfig.MeshNetworks{Networks: map[string]*meshconfig.Network{
+		"n1": {Gateways: []*meshconfig.Network_IstioNetworkGateway{
+			{Gw: &meshconfig.Network_IstioNetworkGateway_Address{Address: "gw.example.com"}, Port: 443},
+			{Gw: &meshconfig.Network_IstioNetworkGateway_Address{Address: "pending.example.com"}, Port: 443},
+			{Gw: &meshconfig.Network_IstioNetworkGateway_Address{Address: "not a/name"}, Port: 443},
+		}},
+	}}
+	names := resolvedNames{"lb.example.com": {"192.0.2.5", "2001:db8::5"}, "gw.example.com": {"192.0.2.1"}}
+	g := BuildNetworkGatewaysResolving(networks, services, names)
+	want := []NetworkGateway{{"n1", "192.0.2.1", 443}, {"n2", "192.0.2.5", 15443}, {"n2", "2001:db8::5", 15443}}
+	if got := g.All(); !slices.Equal(got, want) {
+		t.Errorf("gateways %v, want %v", got, want)
+	}
+	if g.ScaleFactor() != 2 {
+		t.Errorf("scale %d, want 2", g.ScaleFactor())
+	}
+}
+
 // TestProxyNetwork: ISTIO_META_NETWORK is the proxy's network and, unless
 // its labels name one, its topology.istio.io/network label.
 func TestProxyNetwork(t *testing.T) {

@@ -26,6 +26,9 @@ type Environment struct {
 	// MeshNetworks is the meshNetworks config (networks, their endpoints
 	// and gateways); nil for none.
 	MeshNetworks *meshconfig.MeshNetworks
+	// GatewayNames, when set, resolves east-west gateway addresses that
+	// are host names; nil leaves such gateways out.
+	GatewayNames GatewayNameResolver
 	// Cache, when set, holds marshalled resources shared across proxies and
 	// pushes; PushContexts built from the environment hand it to generators.
 	Cache *XDSCache
@@ -168,7 +171,7 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		pc.autoVIPs = AllocateVIPs(pc.services)
 	}
 	if pc.networkGateways == nil {
-		pc.networkGateways = BuildNetworkGateways(env.MeshNetworks, pc.services)
+		pc.networkGateways = BuildNetworkGatewaysResolving(env.MeshNetworks, pc.services, env.GatewayNames)
 	}
 	if reuse && !req.Updated(KindVirtualService) {
 		pc.virtualServices, pc.vsWildcard, pc.vsAll = prev.virtualServices, prev.vsWildcard, prev.vsAll

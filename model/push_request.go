@@ -15,6 +15,9 @@ const (
 	ReasonServiceUpdate   TriggerReason = "service"
 	ReasonProxyRequest    TriggerReason = "proxyrequest"
 	ReasonGlobalUpdate    TriggerReason = "global"
+	// ReasonNetworksTrigger: the east-west gateways changed (a gateway
+	// host name resolved to other addresses).
+	ReasonNetworksTrigger TriggerReason = "networks"
 	ReasonUnknownTrigger  TriggerReason = "unknown"
 	ReasonDebugTrigger    TriggerReason = "debug"
 	ReasonSecretTrigger   TriggerReason = "secret"

@@ -158,7 +158,8 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		{"ENABLE_NATIVE_SIDECARS", &opts.NativeSidecars},
 		{"PILOT_ENABLE_CONFIG_STATUS", &opts.ConfigStatus}, {"PILOT_ENABLE_STATUS", &opts.WriteStatus},
 		{"PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION", &opts.AutoRegistration},
-		{"PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS", &opts.WorkloadEntryHealthChecks}}
+		{"PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS", &opts.WorkloadEntryHealthChecks},
+		{"RESOLVE_HOSTNAME_GATEWAYS", &opts.ResolveHostnameGateways}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)

@@ -136,6 +136,10 @@ type Options struct {
 	// default true as in Istio) follows the health of proxies naming an
 	// existing, health-checked WorkloadEntry (ISTIO_META_WORKLOAD_ENTRY).
 	WorkloadEntryHealthChecks bool
+	// ResolveHostnameGateways (RESOLVE_HOSTNAME_GATEWAYS, default true as
+	// in Istio) resolves east-west gateway addresses that are host names
+	// (pilot/gatewaydns); off, such gateways are left out.
+	ResolveHostnameGateways bool
 	// Keepalive are the gRPC servers' keepalive settings, max connection
 	// age included (istiod's --keepalive* flags).
 	Keepalive KeepaliveOptions
@@ -170,6 +174,7 @@ func DefaultOptions() Options {
 		ConfigStatus:              true,
 		AutoRegistration:          true,
 		WorkloadEntryHealthChecks: true,
+		ResolveHostnameGateways:   true,
 		Keepalive:                 DefaultKeepaliveOptions(),
 
 		WorkloadEntryGracePeriod: autoregistration.DefaultGracePeriod,

@@ -22,6 +22,7 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 	"github.com/meshpilot/meshpilot/pilot/config/secrets"
 	"github.com/meshpilot/meshpilot/pilot/config/validation"
+	"github.com/meshpilot/meshpilot/pilot/gatewaydns"
 	"github.com/meshpilot/meshpilot/pilot/rollout"
 	"github.com/meshpilot/meshpilot/serviceregistry/aggregate"
 	"github.com/meshpilot/meshpilot/serviceregistry/kube"
@@ -59,6 +60,9 @@ type Server struct {
 	warnedSecretsOff bool
 	// autoReg registers VMs as WorkloadEntries (nil in file mode or off).
 	autoReg *autoregistration.Controller
+	// gatewayNames resolves east-west gateway host names (nil when
+	// RESOLVE_HOSTNAME_GATEWAYS=false).
+	gatewayNames *gatewaydns.Resolver
 
 	grpcServer *grpc.Server
 	grpcLis    net.Listener
@@ -146,6 +150,14 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	var s *Server
+	var gatewayNames *gatewaydns.Resolver
+	if opts.ResolveHostnameGateways {
+		gatewayNames = gatewaydns.New(gatewaydns.Options{
+			OnChange: func() { s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonNetworksTrigger)) },
+			Log:      log.With("component", "gateway-dns"),
+		})
+		env.GatewayNames = gatewayNames
+	}
 	ds := xds.NewDiscoveryServer(env, gens, xds.Options{
 		Authorize:         func(ctx context.Context, p *model.Proxy) error { return s.authorizeXDS(ctx, p) },
 		VerifiedIdentity:  verifiedIdentity,
@@ -168,7 +180,7 @@ func NewServer(opts Options) (*Server, error) {
 	s = &Server{
 		opts: opts, log: log, metrics: metrics, reg: reg,
 		env: env, store: store, kubeReg: kubeReg, seReg: seReg, discovery: ds,
-		kube: sources.kube, secrets: sources.secrets, autoReg: autoReg,
+		kube: sources.kube, secrets: sources.secrets, autoReg: autoReg, gatewayNames: gatewayNames,
 	}
 	// One validator for the file source, the webhook and preview: one verdict.
 	validator := validation.New(validation.Options{})
@@ -260,6 +272,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.goServe("push", func() error { return s.discovery.Run(ctx) })
 	if s.autoReg != nil {
 		s.goServe("auto-registration", func() error { return s.autoReg.Run(ctx) })
+	}
+	if s.gatewayNames != nil {
+		s.goServe("gateway-dns", func() error { return s.gatewayNames.Run(ctx) })
 	}
 	s.startStatusWriter(ctx)
 

@@ -270,3 +270,46 @@ func TestGRPCTwoNetworks(t *testing.T) {
 		t.Fatalf("after removing the local backend: %v", err)
 	}
 }
+
+// TestHostnameGateway: an east-west gateway whose address is a host name
+// (as a cloud load balancer's often is) is resolved in the control plane,
+// as istiod's RESOLVE_HOSTNAME_GATEWAYS: network-1's gateway is
+// "localhost" in meshNetworks, and a sidecar on network-2 gets network-1's
+// endpoint as 127.0.0.1:15443, the name's address from the system
+// resolver, once resolution asked for the push.
+func TestHostnameGateway(t *testing.T) {
+	dir := t.TempDir()
+	const sidecar = "security.istio.io/tlsMode: istio"
+	pods := reviewsPod("reviews-1", "10.10.1.1", "topology.istio.io/network: network-1, "+sidecar) +
+		reviewsPod("reviews-2a", "10.10.2.1", "topology.istio.io/network: network-2, "+sidecar)
+	xdstest.WriteFileAtomic(t, filepath.Join(dir, "reviews.yaml"), strings.Replace(twoNetworksManifests, "{{pods}}", pods, 1))
+	networks := meshNetworksFile(t, `networks:
+  network-1:
+    gateways:
+    - address: localhost
+      port: 15443
+`)
+	srv := startWithNetworks(t, dir, networks)
+	node := bootstraptest.SidecarNode(t, "client", "default", "10.10.9.9", map[string]string{"app": "client"})
+	node.Metadata.Fields["NETWORK"] = structpb.NewStringValue("network-2")
+	c := runClient(t, bootstraptest.Dial(t, srv.GRPCListenAddr()), adsc.Config{Node: node})
+	const cluster = "outbound|9080||reviews.default.svc.cluster.local"
+	bootstraptest.WaitClient(t, c, "network-1's endpoint through the resolved gateway", func(c *adsc.Client) bool {
+		eds, err := c.Decoded(model.EndpointType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cla, ok := eds[cluster].(*endpointv3.ClusterLoadAssignment)
+		return ok && slices.Contains(weightedEndpoints(cla), "127.0.0.1:15443/1") && slices.Contains(weightedEndpoints(cla), "10.10.2.1:9080/1")
+	})
+	eds, _ := c.Decoded(model.EndpointType)
+	cla := eds[cluster].(*endpointv3.ClusterLoadAssignment)
+	if err := networkingtest.Validate(cla); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range weightedEndpoints(cla) {
+		if strings.HasPrefix(e, "10.10.1.1:") || strings.HasPrefix(e, "localhost") {
+			t.Fatalf("endpoints %v: network-1's endpoint must come through its gateway's resolved address", weightedEndpoints(cla))
+		}
+	}
+}
