@@ -10,11 +10,11 @@ type TriggerReason string
 
 // Push trigger reasons.
 const (
-	ReasonEndpointUpdate  TriggerReason = "endpoint"
-	ReasonConfigUpdate    TriggerReason = "config"
-	ReasonServiceUpdate   TriggerReason = "service"
-	ReasonProxyRequest    TriggerReason = "proxyrequest"
-	ReasonGlobalUpdate    TriggerReason = "global"
+	ReasonEndpointUpdate TriggerReason = "endpoint"
+	ReasonConfigUpdate   TriggerReason = "config"
+	ReasonServiceUpdate  TriggerReason = "service"
+	ReasonProxyRequest   TriggerReason = "proxyrequest"
+	ReasonGlobalUpdate   TriggerReason = "global"
 	// ReasonNetworksTrigger: the east-west gateways changed (a gateway
 	// host name resolved to other addresses).
 	ReasonNetworksTrigger TriggerReason = "networks"
