@@ -231,6 +231,17 @@ func (t *translator) addresses(gw *gwv1.Gateway) []gwv1.GatewayStatusAddress {
 	return []gwv1.GatewayStatusAddress{{Type: ptr(gwv1.IPAddressType), Value: svc.Address}}
 }
 
+// allowsKind reports whether the listener takes routes of kind (its
+// supportedKinds).
+func (l *listener) allowsKind(kind string) bool {
+	for _, k := range l.status.SupportedKinds {
+		if string(k.Kind) == kind {
+			return true
+		}
+	}
+	return false
+}
+
 // allowsRoute reports whether the listener's allowedRoutes admit an
 // HTTPRoute of namespace ns.
 func (l *listener) allowsRoute(ns string, nsLabels func(string) map[string]string) bool {
