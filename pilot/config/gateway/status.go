@@ -113,7 +113,9 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 		}
 	}
 	if err := writeRoutes(ctx, KindHTTPRoute, write, now, routeStatuses(out.HTTPRoutes, func(s gwv1.HTTPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
-		func(key types.NamespacedName) (*gwv1.HTTPRoute, error) { return c.routes.HTTPRoutes(key.Namespace).Get(key.Name) },
+		func(key types.NamespacedName) (*gwv1.HTTPRoute, error) {
+			return c.routes.HTTPRoutes(key.Namespace).Get(key.Name)
+		},
 		func(r *gwv1.HTTPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
 		func(ctx context.Context, r *gwv1.HTTPRoute) error {
 			_, err := v1.HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
