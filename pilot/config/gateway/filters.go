@@ -136,18 +136,24 @@ func headerOps(f *gwv1.HTTPHeaderFilter) *networking.Headers_HeaderOperations {
 	return ops
 }
 
-// backend resolves a backendRef of a route of namespace ns to a
-// destination, or says why it cannot: InvalidKind (not a core Service),
-// RefNotPermitted (another namespace without a ReferenceGrant) or
-// BackendNotFound (no such Service or port).
+// backend resolves a backendRef of an HTTPRoute of namespace ns (see
+// backendFor).
 func (t *translator) backend(ref gwv1.BackendObjectReference, ns string) (*networking.Destination, gwv1.RouteConditionReason, string) {
+	return t.backendFor(KindHTTPRoute, ref, ns)
+}
+
+// backendFor resolves a backendRef of a route of fromKind and namespace ns to
+// a destination, or says why it cannot: InvalidKind (not a core Service),
+// RefNotPermitted (another namespace without a ReferenceGrant from routes
+// of that kind) or BackendNotFound (no such Service or port).
+func (t *translator) backendFor(fromKind string, ref gwv1.BackendObjectReference, ns string) (*networking.Destination, gwv1.RouteConditionReason, string) {
 	group, kind := normGroup(string(deref(ref.Group, ""))), string(deref(ref.Kind, kindService))
 	if group != "" || kind != kindService {
 		return nil, gwv1.RouteReasonInvalidKind, fmt.Sprintf("%s %s: only core Services are supported", kind, ref.Name)
 	}
 	toNS := string(deref(ref.Namespace, gwv1.Namespace(ns)))
-	if !t.grants.allows(objRef{Group, KindHTTPRoute, ns, ""}, objRef{"", kindService, toNS, string(ref.Name)}) {
-		return nil, gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows HTTPRoutes of %s to refer to Service %s", toNS, ns, ref.Name)
+	if !t.grants.allows(objRef{Group, fromKind, ns, ""}, objRef{"", kindService, toNS, string(ref.Name)}) {
+		return nil, gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows %ss of %s to refer to Service %s", toNS, fromKind, ns, ref.Name)
 	}
 	host := fmt.Sprintf("%s.%s.svc.%s", ref.Name, toNS, t.in.domain())
 	if ref.Port == nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -171,19 +172,35 @@ func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networki
 	return &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: name}, "", ""
 }
 
-// supportedKinds returns the route kinds a listener takes and the ones it
-// was given that are not supported.
+// supportedKinds returns the route kinds a listener takes (by protocol,
+// as istiod: HTTP and HTTPS take HTTPRoute and GRPCRoute, TLS takes
+// TLSRoute and, in Terminate mode, TCPRoute, TCP takes TCPRoute; narrowed
+// by allowedRoutes.kinds) and the ones it was given that are not supported.
 func supportedKinds(ls *gwv1.Listener) ([]gwv1.RouteGroupKind, string) {
-	http := gwv1.RouteGroupKind{Group: ptr(gwv1.Group(Group)), Kind: KindHTTPRoute}
+	var byProtocol []string
+	switch ls.Protocol {
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+		byProtocol = []string{KindHTTPRoute, KindGRPCRoute}
+	}
+	kind := func(k string) gwv1.RouteGroupKind {
+		return gwv1.RouteGroupKind{Group: ptr(gwv1.Group(Group)), Kind: gwv1.Kind(k)}
+	}
 	if ls.AllowedRoutes == nil || len(ls.AllowedRoutes.Kinds) == 0 {
-		return []gwv1.RouteGroupKind{http}, ""
+		var all []gwv1.RouteGroupKind
+		for _, k := range byProtocol {
+			all = append(all, kind(k))
+		}
+		return all, ""
 	}
 	var ok []gwv1.RouteGroupKind
 	var bad []string
 	for _, k := range ls.AllowedRoutes.Kinds {
-		if string(deref(k.Group, Group)) == Group && k.Kind == KindHTTPRoute {
-			ok = append(ok, http)
-		} else {
+		switch {
+		case string(deref(k.Group, Group)) == Group && slices.Contains(byProtocol, string(k.Kind)):
+			if !slices.ContainsFunc(ok, func(x gwv1.RouteGroupKind) bool { return x.Kind == k.Kind }) {
+				ok = append(ok, kind(string(k.Kind)))
+			}
+		default:
 			bad = append(bad, string(deref(k.Group, ""))+"/"+string(k.Kind))
 		}
 	}

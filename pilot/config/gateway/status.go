@@ -123,6 +123,19 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 		}); err != nil {
 		return err
 	}
+	if c.grpcRoutes != nil {
+		if err := writeRoutes(ctx, KindGRPCRoute, write, now, routeStatuses(out.GRPCRoutes, func(s gwv1.GRPCRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.GRPCRoute, error) {
+				return c.grpcRoutes.GRPCRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.GRPCRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.GRPCRoute) error {
+				_, err := v1.GRPCRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+			return err
+		}
+	}
 	if written > 0 {
 		c.opts.Log.Info("gateway api status written", "objects", written)
 	}

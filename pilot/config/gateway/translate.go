@@ -27,6 +27,7 @@ type Output struct {
 	GatewayClasses map[string]gwv1.GatewayClassStatus
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
 	HTTPRoutes     map[types.NamespacedName]gwv1.HTTPRouteStatus
+	GRPCRoutes     map[types.NamespacedName]gwv1.GRPCRouteStatus
 }
 
 // translator holds one translation's indexes.
@@ -45,6 +46,7 @@ func Translate(in Input) Output {
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 		HTTPRoutes:     map[types.NamespacedName]gwv1.HTTPRouteStatus{},
+		GRPCRoutes:     map[types.NamespacedName]gwv1.GRPCRouteStatus{},
 	}
 	ours := map[string]bool{}
 	for _, gc := range in.GatewayClasses {
@@ -67,6 +69,9 @@ func Translate(in Input) Output {
 	var routes []*translatedRoute
 	for _, r := range in.HTTPRoutes {
 		routes = append(routes, t.httpRoute(v, r))
+	}
+	for _, r := range in.GRPCRoutes {
+		routes = append(routes, t.grpcRoute(v, r))
 	}
 	for order, r := range sortedRoutes(routes) {
 		parents, attached := t.attachRoute(&r.route, order, r.resolved, r.accepted)
@@ -122,6 +127,8 @@ func (out *Output) setRouteStatus(kind string, key types.NamespacedName, st gwv1
 	switch kind {
 	case KindHTTPRoute:
 		out.HTTPRoutes[key] = gwv1.HTTPRouteStatus{RouteStatus: st}
+	case KindGRPCRoute:
+		out.GRPCRoutes[key] = gwv1.GRPCRouteStatus{RouteStatus: st}
 	}
 }
 
@@ -152,7 +159,7 @@ func ClassStatus(gen int64) gwv1.GatewayClassStatus {
 // the conformance suite's features package spells them).
 func SupportedFeatures() []string {
 	f := []string{
-		"Gateway", "HTTPRoute", "ReferenceGrant",
+		"Gateway", "HTTPRoute", "ReferenceGrant", "GRPCRoute",
 		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
