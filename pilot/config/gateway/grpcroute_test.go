@@ -81,7 +81,7 @@ spec:
       filters: [{type: ResponseHeaderModifier, responseHeaderModifier: {add: [{name: X-Canary, value: "1"}]}}]
   - backendRefs: [{name: missing, port: 8080}]
 ---
-` + httpRoute("default", "http", "{name: gw, sectionName: web}", "grpc.example.com", "{name: web, port: 8080}"))
+`+httpRoute("default", "http", "{name: gw, sectionName: web}", "grpc.example.com", "{name: web, port: 8080}"))
 	if got := grpcConds(out, "default", "grpc"); got != "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound" {
 		t.Errorf("status: %s", got)
 	}
