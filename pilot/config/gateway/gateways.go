@@ -22,11 +22,16 @@ type listener struct {
 	// internal is the name of the Istio Gateway holding its server.
 	internal string
 	status   *gwv1.ListenerStatus
+	// passthrough: a TLS listener in Passthrough mode, whose routes
+	// match by SNI (Istio tls routes); other TLS and TCP listeners take
+	// tcp routes.
+	passthrough bool
 }
 
-// hostname is the listener's hostname, "*" when unset.
+// hostname is the listener's hostname, "*" when unset and for TCP and UDP
+// listeners (which ignore it).
 func (l *listener) hostname() string {
-	if l.spec.Hostname == nil || *l.spec.Hostname == "" {
+	if l.spec.Hostname == nil || *l.spec.Hostname == "" || l.spec.Protocol == gwv1.TCPProtocolType || l.spec.Protocol == gwv1.UDPProtocolType {
 		return "*"
 	}
 	return string(*l.spec.Hostname)
@@ -65,6 +70,14 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 		var tls *networking.ServerTLSSettings
 		switch ls.Protocol {
 		case gwv1.HTTPProtocolType:
+		case gwv1.TCPProtocolType:
+		case gwv1.TLSProtocolType:
+			if ls.TLS != nil && deref(ls.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModePassthrough {
+				l.passthrough = true
+				tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}
+				break
+			}
+			fallthrough
 		case gwv1.HTTPSProtocolType:
 			var reason gwv1.ListenerConditionReason
 			var msg string
@@ -142,13 +155,13 @@ func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSetti
 	}
 }
 
-// listenerTLS returns the TLS settings of an HTTPS listener, or why there
+// listenerTLS returns the TLS settings of an HTTPS or TLS Terminate listener, or why there
 // are none: its first certificateRef (a Secret of the Gateway's namespace,
 // or of another one a ReferenceGrant opens) becomes the credentialName
 // served by SDS.
 func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networking.ServerTLSSettings, gwv1.ListenerConditionReason, string) {
 	if ls.TLS == nil || deref(ls.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate {
-		return nil, gwv1.ListenerReasonInvalidCertificateRef, "HTTPS needs tls.mode Terminate"
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, string(ls.Protocol) + " needs tls.mode Terminate"
 	}
 	if len(ls.TLS.CertificateRefs) == 0 {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, "no certificateRefs"
@@ -181,6 +194,13 @@ func supportedKinds(ls *gwv1.Listener) ([]gwv1.RouteGroupKind, string) {
 	switch ls.Protocol {
 	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
 		byProtocol = []string{KindHTTPRoute, KindGRPCRoute}
+	case gwv1.TLSProtocolType:
+		byProtocol = []string{KindTLSRoute}
+		if ls.TLS == nil || deref(ls.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModeTerminate {
+			byProtocol = append(byProtocol, KindTCPRoute)
+		}
+	case gwv1.TCPProtocolType:
+		byProtocol = []string{KindTCPRoute}
 	}
 	kind := func(k string) gwv1.RouteGroupKind {
 		return gwv1.RouteGroupKind{Group: ptr(gwv1.Group(Group)), Kind: gwv1.Kind(k)}

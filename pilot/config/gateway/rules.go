@@ -15,6 +15,10 @@ import (
 // orders it among the rules of every route on the same host.
 type rule struct {
 	http *networking.HTTPRoute
+	// l4 are the destinations of a TLSRoute or TCPRoute rule (http nil):
+	// a tls route matching the attachment's hostname as SNI on a
+	// Passthrough listener, a tcp route on others.
+	l4   []*networking.RouteDestination
 	rank matchRank
 	// index orders a route's own rules (rule, then match).
 	index int

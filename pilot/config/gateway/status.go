@@ -136,6 +136,45 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 			return err
 		}
 	}
+	if c.tlsRoutes != nil {
+		if err := writeRoutes(ctx, KindTLSRoute, write, now, routeStatuses(out.TLSRoutes, func(s gwv1.TLSRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.TLSRoute, error) {
+				return c.tlsRoutes.TLSRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.TLSRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.TLSRoute) error {
+				_, err := v1.TLSRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+			return err
+		}
+	}
+	if c.tcpRoutes != nil {
+		if err := writeRoutes(ctx, KindTCPRoute, write, now, routeStatuses(out.TCPRoutes, func(s gwv1.TCPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.TCPRoute, error) {
+				return c.tcpRoutes.TCPRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.TCPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.TCPRoute) error {
+				_, err := v1.TCPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+			return err
+		}
+	}
+	if c.udpRoutes != nil {
+		if err := writeRoutes(ctx, KindUDPRoute, write, now, routeStatuses(out.UDPRoutes, func(s gwv1.UDPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.UDPRoute, error) {
+				return c.udpRoutes.UDPRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.UDPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.UDPRoute) error {
+				_, err := v1.UDPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+			return err
+		}
+	}
 	if written > 0 {
 		c.opts.Log.Info("gateway api status written", "objects", written)
 	}

@@ -21,13 +21,16 @@ type Output struct {
 	// VirtualServices (one per listener and hostname), sorted by kind,
 	// namespace and name.
 	Configs []model.Config
-	// GatewayClasses, Gateways and HTTPRoutes hold the status of the
+	// GatewayClasses, Gateways and the routes hold the status of the
 	// objects this controller owns; a route's Parents list only the
 	// parents of ours (those of other controllers are kept by the writer).
 	GatewayClasses map[string]gwv1.GatewayClassStatus
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
 	HTTPRoutes     map[types.NamespacedName]gwv1.HTTPRouteStatus
 	GRPCRoutes     map[types.NamespacedName]gwv1.GRPCRouteStatus
+	TLSRoutes      map[types.NamespacedName]gwv1.TLSRouteStatus
+	TCPRoutes      map[types.NamespacedName]gwv1.TCPRouteStatus
+	UDPRoutes      map[types.NamespacedName]gwv1.UDPRouteStatus
 }
 
 // translator holds one translation's indexes.
@@ -47,6 +50,9 @@ func Translate(in Input) Output {
 		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 		HTTPRoutes:     map[types.NamespacedName]gwv1.HTTPRouteStatus{},
 		GRPCRoutes:     map[types.NamespacedName]gwv1.GRPCRouteStatus{},
+		TLSRoutes:      map[types.NamespacedName]gwv1.TLSRouteStatus{},
+		TCPRoutes:      map[types.NamespacedName]gwv1.TCPRouteStatus{},
+		UDPRoutes:      map[types.NamespacedName]gwv1.UDPRouteStatus{},
 	}
 	ours := map[string]bool{}
 	for _, gc := range in.GatewayClasses {
@@ -72,6 +78,15 @@ func Translate(in Input) Output {
 	}
 	for _, r := range in.GRPCRoutes {
 		routes = append(routes, t.grpcRoute(v, r))
+	}
+	for _, r := range in.TLSRoutes {
+		routes = append(routes, t.tlsRoute(r))
+	}
+	for _, r := range in.TCPRoutes {
+		routes = append(routes, t.tcpRoute(r))
+	}
+	for _, r := range in.UDPRoutes {
+		routes = append(routes, t.udpRoute(r))
 	}
 	for order, r := range sortedRoutes(routes) {
 		parents, attached := t.attachRoute(&r.route, order, r.resolved, r.accepted)
@@ -129,6 +144,12 @@ func (out *Output) setRouteStatus(kind string, key types.NamespacedName, st gwv1
 		out.HTTPRoutes[key] = gwv1.HTTPRouteStatus{RouteStatus: st}
 	case KindGRPCRoute:
 		out.GRPCRoutes[key] = gwv1.GRPCRouteStatus{RouteStatus: st}
+	case KindTLSRoute:
+		out.TLSRoutes[key] = gwv1.TLSRouteStatus{RouteStatus: st}
+	case KindTCPRoute:
+		out.TCPRoutes[key] = gwv1.TCPRouteStatus{RouteStatus: st}
+	case KindUDPRoute:
+		out.UDPRoutes[key] = gwv1.UDPRouteStatus{RouteStatus: st}
 	}
 }
 
@@ -159,7 +180,7 @@ func ClassStatus(gen int64) gwv1.GatewayClassStatus {
 // the conformance suite's features package spells them).
 func SupportedFeatures() []string {
 	f := []string{
-		"Gateway", "HTTPRoute", "ReferenceGrant", "GRPCRoute",
+		"Gateway", "HTTPRoute", "ReferenceGrant", "GRPCRoute", "TLSRoute", "TLSRouteModeTerminate", "TCPRoute",
 		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",

@@ -73,7 +73,7 @@ spec:
   - {name: b, port: 80, protocol: HTTP, hostname: a.example.com}
   - {name: c, port: 81, protocol: HTTP}
   - {name: d, port: 81, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}
-  - {name: tcp, port: 9000, protocol: TCP}
+  - {name: udp, port: 9000, protocol: UDP}
   - {name: ok, port: 8080, protocol: HTTP, hostname: "*.example.com", allowedRoutes: {namespaces: {from: All}}}
   - {name: tls-other-ns, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: cert, namespace: certs}]}}
   - {name: kinds, port: 8081, protocol: HTTP, allowedRoutes: {kinds: [{kind: TCPRoute}]}}
@@ -88,7 +88,7 @@ func TestListenerStatus(t *testing.T) {
 		"b":            "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict",
 		"c":            "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict",
 		"d":            "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict",
-		"tcp":          "Accepted=False/UnsupportedProtocol Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
+		"udp":          "Accepted=False/UnsupportedProtocol Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
 		"ok":           "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
 		"tls-other-ns": "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts",
 		"kinds":        "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts",
