@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -89,6 +90,11 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 				}
 			}
 		}
+		if rl.Retry != nil {
+			if msg := retries(base, rl.Retry, rl.Timeouts); msg != "" {
+				unsupported(fmt.Sprintf("rules[%d].retry: %s", ri, msg))
+			}
+		}
 		if !redirect {
 			for bi, b := range rl.BackendRefs {
 				dest, reason, msg := t.backend(b.BackendObjectReference, r.Namespace)
@@ -132,6 +138,34 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 		}
 	}
 	return rules, resolved, accepted
+}
+
+// retries sets the retry policy of a rule with a retry stanza, as istiod
+// does: attempts (2 when unset), retried on connection failures, refused
+// streams, unavailable and cancelled, and on the given status codes; the
+// backoff as Envoy's base interval; timeouts.backendRequest, when set with
+// timeouts.request, as the per-try timeout.
+func retries(h *networking.HTTPRoute, r *gwv1.HTTPRouteRetry, to *gwv1.HTTPRouteTimeouts) string {
+	on := []string{"connect-failure", "refused-stream", "unavailable", "cancelled"}
+	for _, c := range r.Codes {
+		on = append(on, strconv.Itoa(int(c)))
+	}
+	h.Retries = &networking.HTTPRetry{Attempts: int32(deref(r.Attempts, 2)), RetryOn: strings.Join(on, ",")}
+	if r.Backoff != nil {
+		d, err := time.ParseDuration(string(*r.Backoff))
+		if err != nil {
+			return err.Error()
+		}
+		h.Retries.Backoff = durationpb.New(d)
+	}
+	if to != nil && to.Request != nil && to.BackendRequest != nil {
+		d, err := time.ParseDuration(string(*to.BackendRequest))
+		if err != nil {
+			return err.Error()
+		}
+		h.Retries.PerTryTimeout = durationpb.New(d)
+	}
+	return ""
 }
 
 // matchPart is one Istio match of a Gateway API match: a PathPrefix

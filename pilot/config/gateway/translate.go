@@ -184,7 +184,7 @@ func SupportedFeatures() []string {
 		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
-		"HTTPRouteRequestTimeout",
+		"HTTPRouteRequestTimeout", "HTTPRouteCORS", "HTTPRouteRetry",
 	}
 	slices.Sort(f)
 	return f

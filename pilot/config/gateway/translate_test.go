@@ -219,7 +219,7 @@ spec:
 		"default/invalid-kind": "Accepted=True/Accepted ResolvedRefs=False/InvalidKind",
 		"team/cross-ns":        "Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted",
 		"default/theirs":       "no status",
-		"default/cors":         "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
+		"default/cors":         "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs",
 		"default/bad-regex":    "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
 	}
 	for key, w := range want {
@@ -228,10 +228,10 @@ spec:
 			t.Errorf("%s: %s\nwant %s", key, got, w)
 		}
 	}
-	// web: ok, missing, bad-port, invalid-kind, cross-ns attach (the
-	// last four answering 500); same: none.
+	// web: ok, missing, bad-port, invalid-kind, cross-ns (the four
+	// answering 500) and cors attach; same: none.
 	for _, l := range out.Gateways[types.NamespacedName{Namespace: "default", Name: "gw"}].Listeners {
-		if w := map[string]int32{"web": 5, "same": 0}[string(l.Name)]; l.AttachedRoutes != w {
+		if w := map[string]int32{"web": 6, "same": 0}[string(l.Name)]; l.AttachedRoutes != w {
 			t.Errorf("listener %s: attachedRoutes %d, want %d", l.Name, l.AttachedRoutes, w)
 		}
 	}
