@@ -186,6 +186,8 @@ spec:
 		grpc("other", "cross-grpc-grant", "{name: gw, namespace: default, sectionName: web}", web, ""),
 		grpc("default", "extension", "{name: gw, sectionName: web}", web, `
     filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Thing, name: x}}]`),
+		grpc("default", "bad-regex", "{name: gw, sectionName: web}", web, `
+    matches: [{method: {type: RegularExpression, service: "echo(", method: Say}}]`),
 		`
 apiVersion: gateway.networking.k8s.io/v1
 kind: ReferenceGrant
@@ -206,6 +208,9 @@ spec:
 		"team/cross-http-grant":  "Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted",
 		"other/cross-grpc-grant": "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs",
 		"default/extension":      "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
+		// A regular expression Envoy would refuse is the route's, not
+		// every proxy's, problem.
+		"default/bad-regex": "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
 	}
 	for key, w := range want {
 		ns, name, _ := strings.Cut(key, "/")
