@@ -160,7 +160,10 @@ func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSetti
 // or of another one a ReferenceGrant opens) becomes the credentialName
 // served by SDS.
 func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networking.ServerTLSSettings, gwv1.ListenerConditionReason, string) {
-	if ls.TLS == nil || deref(ls.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate {
+	if ls.TLS == nil {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, "no tls settings: terminating TLS needs certificateRefs"
+	}
+	if deref(ls.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, string(ls.Protocol) + " needs tls.mode Terminate"
 	}
 	if len(ls.TLS.CertificateRefs) == 0 {

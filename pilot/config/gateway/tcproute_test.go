@@ -25,6 +25,8 @@ spec:
   - {name: no-cert, port: 8444, protocol: TLS}
   - {name: udp, port: 5353, protocol: UDP}
   - {name: web, port: 80, protocol: HTTP}
+  - {name: pass-kinds, port: 1443, protocol: TLS, tls: {mode: Passthrough}, allowedRoutes: {kinds: [{kind: TCPRoute}]}}
+  - {name: term-kinds, port: 2443, protocol: TLS, tls: {certificateRefs: [{name: cert}]}, allowedRoutes: {kinds: [{kind: TLSRoute}]}}
 `
 
 func l4Route(kind, name, parent, hostnames, backends string) string {
@@ -56,6 +58,9 @@ func TestL4Listeners(t *testing.T) {
 		"web":     ok,
 		"no-cert": "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/InvalidCertificateRef Conflicted=False/NoConflicts",
 		"udp":     "Accepted=False/UnsupportedProtocol Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
+		// TCPRoute is not taken by a Passthrough listener.
+		"pass-kinds": "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts",
+		"term-kinds": ok,
 	}
 	for name, w := range want {
 		if conds[name] != w {
@@ -72,6 +77,7 @@ func TestL4Listeners(t *testing.T) {
 	}
 	if d := cmp.Diff(map[string]string{
 		"pass": "TLSRoute", "term": "TLSRoute,TCPRoute", "tcp": "TCPRoute", "no-cert": "TLSRoute,TCPRoute", "udp": "", "web": "HTTPRoute,GRPCRoute",
+		"pass-kinds": "", "term-kinds": "TLSRoute",
 	}, kinds); d != "" {
 		t.Errorf("supportedKinds (-want +got):\n%s", d)
 	}
@@ -88,6 +94,8 @@ func TestL4Listeners(t *testing.T) {
 			Tls: &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: "cert"}},
 		"tcp": {Port: &networking.Port{Number: 9000, Protocol: "TCP", Name: "tcp"}, Hosts: []string{"*/*"}},
 		"web": {Port: &networking.Port{Number: 80, Protocol: "HTTP", Name: "web"}, Hosts: []string{"*/*"}},
+		"term-kinds": {Port: &networking.Port{Number: 2443, Protocol: "TLS", Name: "term-kinds"}, Hosts: []string{"*/*"},
+			Tls: &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: "cert"}},
 	}
 	if d := cmp.Diff(wantServers, servers, protocmp.Transform()); d != "" {
 		t.Errorf("servers (-want +got):\n%s", d)
