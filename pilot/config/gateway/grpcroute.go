@@ -108,7 +108,8 @@ func (t *translator) grpcRules(r *gwv1.GRPCRoute) (rules []rule, resolved, accep
 
 // grpcMatch is the Istio match of a GRPCRoute match and its precedence
 // (an exact method as an exact path, a service alone as a prefix, a
-// regular expression last; then the longest; then the most headers).
+// regular expression last; then the longest path match; then the most
+// headers).
 func grpcMatch(m gwv1.GRPCRouteMatch) (*networking.HTTPMatchRequest, matchRank, string) {
 	mr := &networking.HTTPMatchRequest{}
 	rank := matchRank{}
@@ -127,7 +128,6 @@ func grpcMatch(m gwv1.GRPCRouteMatch) (*networking.HTTPMatchRequest, matchRank, 
 		return nil, rank, "method match needs a service or a method"
 	}
 	svc, method := deref(mm.Service, ""), deref(mm.Method, "")
-	rank.pathLen = len(svc) + len(method)
 	switch deref(mm.Type, gwv1.GRPCMethodMatchExact) {
 	case gwv1.GRPCMethodMatchExact:
 		switch {
@@ -154,6 +154,8 @@ func grpcMatch(m gwv1.GRPCRouteMatch) (*networking.HTTPMatchRequest, matchRank, 
 	default:
 		return nil, rank, fmt.Sprintf("method match type %q", *mm.Type)
 	}
+	// As istiod orders them: by the length of the path match.
+	rank.pathLen = len(mr.Uri.GetExact() + mr.Uri.GetPrefix() + mr.Uri.GetRegex())
 	return mr, rank, ""
 }
 

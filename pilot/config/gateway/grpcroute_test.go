@@ -99,13 +99,14 @@ spec:
 	}
 	// Exact paths first, then prefixes (the GRPCRoute's service-only
 	// match before the HTTPRoute's "/", the longer), then regular
-	// expressions, longest first.
+	// expressions, longest first (of two as long, the one with more
+	// header matches first).
 	want := []string{
 		"default.grpc.0.0 exact:/echo.Echo/Say",
 		"default.grpc.0.1 prefix:/echo.Echo/",
 		"default.http.0.0 prefix:/",
-		"default.grpc.0.3 regex:/echo\\..*/S.*",
 		"default.grpc.0.4 regex:/echo.Echo/.+ x-env=canary x-id=[0-9]+",
+		"default.grpc.0.3 regex:/echo\\..*/S.*",
 		"default.grpc.0.2 regex:/[^/]+/Say",
 		"default.grpc.1.0 ",
 	}

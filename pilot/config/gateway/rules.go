@@ -142,15 +142,19 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 
 // retries sets the retry policy of a rule with a retry stanza, as istiod
 // does: attempts (2 when unset), retried on connection failures, refused
-// streams, unavailable and cancelled, and on the given status codes; the
-// backoff as Envoy's base interval; timeouts.backendRequest, when set with
-// timeouts.request, as the per-try timeout.
+// streams, unavailable and cancelled, and on the given status codes (no
+// condition with zero attempts); the backoff as Envoy's base interval;
+// timeouts.backendRequest as the per-try timeout (then not the route's
+// timeout, which only timeouts.request sets).
 func retries(h *networking.HTTPRoute, r *gwv1.HTTPRouteRetry, to *gwv1.HTTPRouteTimeouts) string {
 	on := []string{"connect-failure", "refused-stream", "unavailable", "cancelled"}
 	for _, c := range r.Codes {
 		on = append(on, strconv.Itoa(int(c)))
 	}
 	h.Retries = &networking.HTTPRetry{Attempts: int32(deref(r.Attempts, 2)), RetryOn: strings.Join(on, ",")}
+	if h.Retries.Attempts == 0 {
+		h.Retries.RetryOn = ""
+	}
 	if r.Backoff != nil {
 		d, err := time.ParseDuration(string(*r.Backoff))
 		if err != nil {
@@ -158,12 +162,15 @@ func retries(h *networking.HTTPRoute, r *gwv1.HTTPRouteRetry, to *gwv1.HTTPRoute
 		}
 		h.Retries.Backoff = durationpb.New(d)
 	}
-	if to != nil && to.Request != nil && to.BackendRequest != nil {
+	if to != nil && to.BackendRequest != nil {
 		d, err := time.ParseDuration(string(*to.BackendRequest))
 		if err != nil {
 			return err.Error()
 		}
 		h.Retries.PerTryTimeout = durationpb.New(d)
+		if to.Request == nil {
+			h.Timeout = nil
+		}
 	}
 	return ""
 }
