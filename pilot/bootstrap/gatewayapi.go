@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -89,15 +90,11 @@ func (s *Server) withGatewayAPI(snap *file.Snapshot) []model.Config {
 	in.DomainSuffix = s.opts.Domain
 	out := gateway.Translate(in)
 	var problems []string
-	for key, st := range out.HTTPRoutes {
-		for _, p := range st.Parents {
-			for _, c := range p.Conditions {
-				if c.Status != metav1.ConditionTrue {
-					problems = append(problems, fmt.Sprintf("HTTPRoute %s: %s %s (%s)", key, c.Type, c.Reason, c.Message))
-				}
-			}
-		}
-	}
+	problems = routeProblems(problems, gateway.KindHTTPRoute, out.HTTPRoutes, func(s gwv1.HTTPRouteStatus) gwv1.RouteStatus { return s.RouteStatus })
+	problems = routeProblems(problems, gateway.KindGRPCRoute, out.GRPCRoutes, func(s gwv1.GRPCRouteStatus) gwv1.RouteStatus { return s.RouteStatus })
+	problems = routeProblems(problems, gateway.KindTLSRoute, out.TLSRoutes, func(s gwv1.TLSRouteStatus) gwv1.RouteStatus { return s.RouteStatus })
+	problems = routeProblems(problems, gateway.KindTCPRoute, out.TCPRoutes, func(s gwv1.TCPRouteStatus) gwv1.RouteStatus { return s.RouteStatus })
+	problems = routeProblems(problems, gateway.KindUDPRoute, out.UDPRoutes, func(s gwv1.UDPRouteStatus) gwv1.RouteStatus { return s.RouteStatus })
 	for key, st := range out.Gateways {
 		for _, l := range st.Listeners {
 			for _, c := range l.Conditions {
@@ -118,4 +115,19 @@ func (s *Server) withGatewayAPI(snap *file.Snapshot) []model.Config {
 	configs := append(slices.Clone(snap.Configs), out.Configs...)
 	slices.SortStableFunc(configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
 	return configs
+}
+
+// routeProblems appends a line for each condition of a route of kind that
+// is not True.
+func routeProblems[S any](problems []string, kind string, statuses map[types.NamespacedName]S, status func(S) gwv1.RouteStatus) []string {
+	for key, st := range statuses {
+		for _, p := range status(st).Parents {
+			for _, c := range p.Conditions {
+				if c.Status != metav1.ConditionTrue {
+					problems = append(problems, fmt.Sprintf("%s %s: %s %s (%s)", kind, key, c.Type, c.Reason, c.Message))
+				}
+			}
+		}
+	}
+	return problems
 }

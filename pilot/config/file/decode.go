@@ -129,7 +129,11 @@ func newKubeObject(apiVersion, kind string) (metav1.Object, bool) {
 	case apiVersion == groupDiscovery+"/v1" && kind == "EndpointSlice":
 		return &discoveryv1.EndpointSlice{}, true
 	case gateway.IsGatewayAPI(apiVersion):
-		// v1beta1 of these kinds has v1's schema.
+		// v1beta1 of these kinds, and v1alpha2 of TLSRoute, TCPRoute and
+		// UDPRoute, have v1's schema.
+		if apiVersion == gateway.Group+"/v1alpha2" && kind != gateway.KindTLSRoute && kind != gateway.KindTCPRoute && kind != gateway.KindUDPRoute {
+			return nil, false
+		}
 		switch kind {
 		case gateway.KindGatewayClass:
 			return &gwv1.GatewayClass{}, true
@@ -137,6 +141,14 @@ func newKubeObject(apiVersion, kind string) (metav1.Object, bool) {
 			return &gwv1.Gateway{}, true
 		case gateway.KindHTTPRoute:
 			return &gwv1.HTTPRoute{}, true
+		case gateway.KindGRPCRoute:
+			return &gwv1.GRPCRoute{}, true
+		case gateway.KindTLSRoute:
+			return &gwv1.TLSRoute{}, true
+		case gateway.KindTCPRoute:
+			return &gwv1.TCPRoute{}, true
+		case gateway.KindUDPRoute:
+			return &gwv1.UDPRoute{}, true
 		case gateway.KindReferenceGrant:
 			return &gwv1.ReferenceGrant{}, true
 		}

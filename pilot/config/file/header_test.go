@@ -55,9 +55,11 @@ func TestIgnorable(t *testing.T) {
 		{apiVersion: "networking.istio.io/v1", kind: "Nonsense"}:      false,
 		{apiVersion: "telemetry.istio.io/v1", kind: "Telemetry"}:      false,
 		{apiVersion: "gateway.networking.k8s.io/v1", kind: "Gateway"}: false,
-		// Read since the Gateway API source; GRPCRoute is not yet.
-		{apiVersion: "gateway.networking.k8s.io/v1", kind: "HTTPRoute"}: false,
-		{apiVersion: "gateway.networking.k8s.io/v1", kind: "GRPCRoute"}: true,
+		// Read since the Gateway API source; BackendTLSPolicy is not yet.
+		{apiVersion: "gateway.networking.k8s.io/v1", kind: "HTTPRoute"}:        false,
+		{apiVersion: "gateway.networking.k8s.io/v1", kind: "GRPCRoute"}:        false,
+		{apiVersion: "gateway.networking.k8s.io/v1alpha2", kind: "TLSRoute"}:   false,
+		{apiVersion: "gateway.networking.k8s.io/v1", kind: "BackendTLSPolicy"}: true,
 	} {
 		if got := ignorable(h); got != want {
 			t.Errorf("ignorable(%+v) = %v, want %v", h, got, want)

@@ -400,6 +400,14 @@ func (r *read) finish() *Snapshot {
 			s.GatewayAPI.Gateways = append(s.GatewayAPI.Gateways, obj)
 		case *gwv1.HTTPRoute:
 			s.GatewayAPI.HTTPRoutes = append(s.GatewayAPI.HTTPRoutes, obj)
+		case *gwv1.GRPCRoute:
+			s.GatewayAPI.GRPCRoutes = append(s.GatewayAPI.GRPCRoutes, obj)
+		case *gwv1.TLSRoute:
+			s.GatewayAPI.TLSRoutes = append(s.GatewayAPI.TLSRoutes, obj)
+		case *gwv1.TCPRoute:
+			s.GatewayAPI.TCPRoutes = append(s.GatewayAPI.TCPRoutes, obj)
+		case *gwv1.UDPRoute:
+			s.GatewayAPI.UDPRoutes = append(s.GatewayAPI.UDPRoutes, obj)
 		case *gwv1.ReferenceGrant:
 			s.GatewayAPI.ReferenceGrants = append(s.GatewayAPI.ReferenceGrants, obj)
 		}
@@ -433,6 +441,10 @@ func (r *read) finish() *Snapshot {
 	sortKube(s.GatewayAPI.GatewayClasses)
 	sortKube(s.GatewayAPI.Gateways)
 	sortKube(s.GatewayAPI.HTTPRoutes)
+	sortKube(s.GatewayAPI.GRPCRoutes)
+	sortKube(s.GatewayAPI.TLSRoutes)
+	sortKube(s.GatewayAPI.TCPRoutes)
+	sortKube(s.GatewayAPI.UDPRoutes)
 	sortKube(s.GatewayAPI.ReferenceGrants)
 	slices.SortStableFunc(s.Errors, func(a, b *DocError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))

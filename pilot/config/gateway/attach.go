@@ -9,6 +9,25 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
+// route is what attachment and status need of a route of any kind: its
+// kind, metadata, parentRefs and hostnames (none for TCP and UDP routes).
+// Its fields are named as the Gateway API objects' are.
+type route struct {
+	kind string
+	*metav1.ObjectMeta
+	Spec routeSpec
+}
+
+type routeSpec struct {
+	ParentRefs []gwv1.ParentReference
+	Hostnames  []gwv1.Hostname
+}
+
+// newRoute describes a route of kind from its metadata and spec.
+func newRoute(kind string, meta *metav1.ObjectMeta, common gwv1.CommonRouteSpec, hostnames []gwv1.Hostname) *route {
+	return &route{kind: kind, ObjectMeta: meta, Spec: routeSpec{ParentRefs: common.ParentRefs, Hostnames: hostnames}}
+}
+
 // attachment is a route attached to one listener, for the hostnames both
 // accept.
 type attachment struct {
@@ -22,7 +41,7 @@ type attachment struct {
 // attaches it to, counts r in their attachedRoutes, and returns r's parent
 // statuses and its attachments. Parents that are not Gateways of ours get
 // no status: another controller owns them.
-func (t *translator) attachRoute(r *gwv1.HTTPRoute, order int, resolved, accepted metav1.Condition) ([]gwv1.RouteParentStatus, []attachment) {
+func (t *translator) attachRoute(r *route, order int, resolved, accepted metav1.Condition) ([]gwv1.RouteParentStatus, []attachment) {
 	var parents []gwv1.RouteParentStatus
 	var out []attachment
 	gen := r.Generation
@@ -59,7 +78,7 @@ func (t *translator) attachRoute(r *gwv1.HTTPRoute, order int, resolved, accepte
 // says why it is not accepted when none takes it: NoMatchingParent (no
 // listener of that sectionName or port), NotAllowedByListeners or
 // NoMatchingListenerHostname.
-func (t *translator) attachToGateway(r *gwv1.HTTPRoute, ref gwv1.ParentReference, gw *gatewayState, gen int64) (metav1.Condition, []attachment) {
+func (t *translator) attachToGateway(r *route, ref gwv1.ParentReference, gw *gatewayState, gen int64) (metav1.Condition, []attachment) {
 	var out []attachment
 	matched, allowed := false, false
 	for _, l := range gw.listeners {
@@ -70,7 +89,7 @@ func (t *translator) attachToGateway(r *gwv1.HTTPRoute, ref gwv1.ParentReference
 			continue
 		}
 		matched = true
-		if !l.valid || !l.allowsRoute(r.Namespace, t.in.namespaceLabels) {
+		if !l.valid || !l.allowsKind(r.kind) || !l.allowsRoute(r.Namespace, t.in.namespaceLabels) {
 			continue
 		}
 		allowed = true

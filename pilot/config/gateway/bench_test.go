@@ -183,3 +183,29 @@ func BenchmarkStatus1000Routes(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds()-created.Seconds(), "after-create-s")
 	}
 }
+
+// BenchmarkTranslate1000GRPCRoutes is BenchmarkTranslate1000Routes with
+// each HTTPRoute replaced by a GRPCRoute of one method match.
+func BenchmarkTranslate1000GRPCRoutes(b *testing.B) {
+	in := routesInput(1000)
+	for _, r := range in.HTTPRoutes {
+		in.GRPCRoutes = append(in.GRPCRoutes, &gwv1.GRPCRoute{
+			ObjectMeta: r.ObjectMeta,
+			Spec: gwv1.GRPCRouteSpec{
+				CommonRouteSpec: r.Spec.CommonRouteSpec, Hostnames: r.Spec.Hostnames,
+				Rules: []gwv1.GRPCRouteRule{{
+					Matches:     []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Service: ptr("bench.Service"), Method: ptr(r.Name)}}},
+					BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: r.Spec.Rules[0].BackendRefs[0].BackendRef}},
+				}},
+			},
+		})
+	}
+	in.HTTPRoutes = nil
+	b.ReportAllocs()
+	for b.Loop() {
+		out := gateway.Translate(in)
+		if len(out.GRPCRoutes) != 1000 {
+			b.Fatalf("%d routes with status", len(out.GRPCRoutes))
+		}
+	}
+}

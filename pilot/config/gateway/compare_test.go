@@ -41,3 +41,35 @@ func TestSameRoutesAsIstio(t *testing.T) {
 		t.Errorf("clusters differ (-istio +gateway api):\n%s", d)
 	}
 }
+
+// TestSameRoutesAsIstioAllKinds checks the same for every listener
+// protocol and route kind (testdata/routekinds.yaml and its Istio
+// equivalent): HTTP with an HTTPRoute and a GRPCRoute, HTTPS, TLS
+// Passthrough, TLS Terminate and TCP give the same listeners, routes and
+// clusters.
+func TestSameRoutesAsIstioAllKinds(t *testing.T) {
+	proxy := gatewayProxy("default", "bookinfo")
+
+	api := nt.Bookinfo(t)
+	in := readInput(t, "testdata/routekinds.yaml")
+	in.Service = serviceLookup(api.Services)
+	api.Configs = append(api.Configs, gateway.Translate(in).Configs...)
+	fromAPI := generate(t, proxy, api.PushContext())
+
+	istio := nt.Bookinfo(t)
+	istio.Configs = append(istio.Configs, nt.LoadConfigs(t, mustAbs(t, "testdata/istio/routekinds.yaml"), "default")...)
+	fromIstio := generate(t, proxy, istio.PushContext())
+
+	if len(fromIstio.listeners) != 5 || len(fromIstio.routes) != 2 {
+		t.Fatalf("from Istio: %d listeners and %d route configurations, want 5 and 2", len(fromIstio.listeners), len(fromIstio.routes))
+	}
+	if d := cmp.Diff(fromIstio.listeners, fromAPI.listeners, protocmp.Transform()); d != "" {
+		t.Errorf("listeners differ (-istio +gateway api):\n%s", d)
+	}
+	if d := cmp.Diff(fromIstio.routes, fromAPI.routes, protocmp.Transform()); d != "" {
+		t.Errorf("routes differ (-istio +gateway api):\n%s", d)
+	}
+	if d := cmp.Diff(fromIstio.clusters, fromAPI.clusters, protocmp.Transform()); d != "" {
+		t.Errorf("clusters differ (-istio +gateway api):\n%s", d)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
@@ -51,8 +52,9 @@ type Options struct {
 }
 
 // Controller watches GatewayClasses, Gateways, HTTPRoutes and
-// ReferenceGrants (v1), keeps their translation in Store, and writes their
-// status while WriteStatus runs (on the leader).
+// ReferenceGrants (v1), and GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes
+// (v1) when the cluster serves them, keeps their translation in Store, and
+// writes their status while WriteStatus runs (on the leader).
 type Controller struct {
 	opts     Options
 	factory  gwinformers.SharedInformerFactory
@@ -60,8 +62,15 @@ type Controller struct {
 	gateways gwlisters.GatewayLister
 	routes   gwlisters.HTTPRouteLister
 	grants   gwlisters.ReferenceGrantLister
-	synced   []cache.InformerSynced
-	limiter  *rate.Limiter
+	// The optional route kinds' listers, nil when not served; set by Run
+	// before ready is closed.
+	grpcRoutes gwlisters.GRPCRouteLister
+	tlsRoutes  gwlisters.TLSRouteLister
+	tcpRoutes  gwlisters.TCPRouteLister
+	udpRoutes  gwlisters.UDPRouteLister
+	handler    cache.ResourceEventHandler
+	synced     []cache.InformerSynced
+	limiter    *rate.Limiter
 
 	// kick asks for a translation; statusKick for a status pass.
 	kick, statusKick chan struct{}
@@ -105,13 +114,54 @@ func NewController(opts Options) (*Controller, error) {
 		UpdateFunc: func(any, any) { c.Resync() },
 		DeleteFunc: func(any) { c.Resync() },
 	}
+	c.handler = handler
 	for _, inf := range informers {
-		if _, err := inf.AddEventHandler(handler); err != nil {
-			return nil, fmt.Errorf("gateway api controller: handler: %w", err)
+		if err := c.watch(inf); err != nil {
+			return nil, err
 		}
-		c.synced = append(c.synced, inf.HasSynced)
 	}
 	return c, nil
+}
+
+func (c *Controller) watch(inf cache.SharedIndexInformer) error {
+	if _, err := inf.AddEventHandler(c.handler); err != nil {
+		return fmt.Errorf("gateway api controller: handler: %w", err)
+	}
+	c.synced = append(c.synced, inf.HasSynced)
+	return nil
+}
+
+// watchOptionalKinds watches the route kinds of v1 beyond HTTPRoute that
+// the cluster serves (older CRD bundles lack some, and an informer of a
+// kind not served would never sync).
+func (c *Controller) watchOptionalKinds() error {
+	served := map[string]bool{}
+	list, err := c.opts.Client.Discovery().ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
+	if err != nil {
+		c.opts.Log.Warn("gateway api: discovery failed; only GatewayClass, Gateway, HTTPRoute and ReferenceGrant are watched", "error", err)
+		return nil
+	}
+	for _, r := range list.APIResources {
+		served[r.Kind] = true
+	}
+	v1 := c.factory.Gateway().V1()
+	var watched []string
+	add := func(kind string, inf cache.SharedIndexInformer, set func()) error {
+		if !served[kind] {
+			return nil
+		}
+		set()
+		watched = append(watched, kind)
+		return c.watch(inf)
+	}
+	errs := []error{
+		add(KindGRPCRoute, v1.GRPCRoutes().Informer(), func() { c.grpcRoutes = v1.GRPCRoutes().Lister() }),
+		add(KindTLSRoute, v1.TLSRoutes().Informer(), func() { c.tlsRoutes = v1.TLSRoutes().Lister() }),
+		add(KindTCPRoute, v1.TCPRoutes().Informer(), func() { c.tcpRoutes = v1.TCPRoutes().Lister() }),
+		add(KindUDPRoute, v1.UDPRoutes().Informer(), func() { c.udpRoutes = v1.UDPRoutes().Lister() }),
+	}
+	c.opts.Log.Info("gateway api: route kinds watched besides HTTPRoute", "kinds", watched)
+	return errors.Join(errs...)
 }
 
 // Resync asks for a new translation (coalesced with any pending one).
@@ -135,6 +185,9 @@ func (c *Controller) WaitReady(ctx context.Context) error {
 // Run watches the kinds and translates after each burst of changes until
 // ctx is done.
 func (c *Controller) Run(ctx context.Context) error {
+	if err := c.watchOptionalKinds(); err != nil {
+		return err
+	}
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
@@ -167,8 +220,30 @@ func (c *Controller) input() (Input, error) {
 	if in.HTTPRoutes, err = c.routes.List(all); err != nil {
 		return in, err
 	}
-	in.ReferenceGrants, err = c.grants.List(all)
-	return in, err
+	if in.ReferenceGrants, err = c.grants.List(all); err != nil {
+		return in, err
+	}
+	if c.grpcRoutes != nil {
+		if in.GRPCRoutes, err = c.grpcRoutes.List(all); err != nil {
+			return in, err
+		}
+	}
+	if c.tlsRoutes != nil {
+		if in.TLSRoutes, err = c.tlsRoutes.List(all); err != nil {
+			return in, err
+		}
+	}
+	if c.tcpRoutes != nil {
+		if in.TCPRoutes, err = c.tcpRoutes.List(all); err != nil {
+			return in, err
+		}
+	}
+	if c.udpRoutes != nil {
+		if in.UDPRoutes, err = c.udpRoutes.List(all); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
 }
 
 // translate replaces the configs it made in Store with a new translation
@@ -198,7 +273,7 @@ func (c *Controller) translate(notify bool) {
 	c.mu.Unlock()
 	if len(changed) > 0 {
 		c.opts.Log.Info("gateway api translated", "configs", len(out.Configs), "changed", len(changed),
-			"gateways", len(out.Gateways), "httpRoutes", len(out.HTTPRoutes))
+			"gateways", len(out.Gateways), "httpRoutes", len(out.HTTPRoutes), "grpcRoutes", len(out.GRPCRoutes))
 		if notify {
 			c.opts.OnChange(changed)
 		}

@@ -14,12 +14,23 @@ import (
 
 // IsGatewayAPI reports whether apiVersion is of the Gateway API group.
 func IsGatewayAPI(apiVersion string) bool {
-	return apiVersion == gwv1.GroupVersion.String() || apiVersion == Group+"/v1beta1"
+	return apiVersion == gwv1.GroupVersion.String() || apiVersion == Group+"/v1beta1" || apiVersion == v1alpha2
+}
+
+// v1alpha2 is the version the experimental channel also serves TLSRoute,
+// TCPRoute and UDPRoute in, with v1's schema.
+const v1alpha2 = Group + "/v1alpha2"
+
+// l4Kind reports whether kind is a route kind v1alpha2 serves.
+func l4Kind(kind string) bool {
+	return kind == KindTLSRoute || kind == KindTCPRoute || kind == KindUDPRoute
 }
 
 // Decode adds the object of one YAML or JSON document of a Gateway API
-// kind (GatewayClass, Gateway, HTTPRoute, ReferenceGrant; v1, or the same
-// kinds' v1beta1, which has the same schema) to in, decoding strictly:
+// kind (GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
+// UDPRoute, ReferenceGrant; v1, or the same kinds' v1beta1 and, for
+// TLSRoute, TCPRoute and UDPRoute, v1alpha2, which have the same schema)
+// to in, decoding strictly:
 // unknown fields are errors. Namespaced objects without a namespace get
 // defaultNS.
 func (in *Input) Decode(doc []byte, defaultNS string) error {
@@ -33,6 +44,9 @@ func (in *Input) Decode(doc []byte, defaultNS string) error {
 	if !IsGatewayAPI(hdr.APIVersion) {
 		return fmt.Errorf("gateway api: apiVersion %q is not %s", hdr.APIVersion, gwv1.GroupVersion)
 	}
+	if hdr.APIVersion == v1alpha2 && !l4Kind(hdr.Kind) {
+		return fmt.Errorf("gateway api: %s is not read in %s", hdr.Kind, v1alpha2)
+	}
 	var err error
 	switch hdr.Kind {
 	case KindGatewayClass:
@@ -41,10 +55,18 @@ func (in *Input) Decode(doc []byte, defaultNS string) error {
 		err = decodeInto(doc, defaultNS, &in.Gateways)
 	case KindHTTPRoute:
 		err = decodeInto(doc, defaultNS, &in.HTTPRoutes)
+	case KindGRPCRoute:
+		err = decodeInto(doc, defaultNS, &in.GRPCRoutes)
+	case KindTLSRoute:
+		err = decodeInto(doc, defaultNS, &in.TLSRoutes)
+	case KindTCPRoute:
+		err = decodeInto(doc, defaultNS, &in.TCPRoutes)
+	case KindUDPRoute:
+		err = decodeInto(doc, defaultNS, &in.UDPRoutes)
 	case KindReferenceGrant:
 		err = decodeInto(doc, defaultNS, &in.ReferenceGrants)
 	default:
-		return fmt.Errorf("gateway api: kind %q is not read (GatewayClass, Gateway, HTTPRoute, ReferenceGrant are)", hdr.Kind)
+		return fmt.Errorf("gateway api: kind %q is not read (GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, ReferenceGrant are)", hdr.Kind)
 	}
 	if err != nil {
 		return fmt.Errorf("gateway api: %s: %w", hdr.Kind, err)

@@ -3,8 +3,11 @@ package gateway
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -90,10 +93,44 @@ func (t *translator) applyFilter(h *networking.HTTPRoute, f gwv1.HTTPRouteFilter
 			mp.Percentage = &networking.Percent{Value: 100 * float64(m.Fraction.Numerator) / float64(den)}
 		}
 		h.Mirrors = append(h.Mirrors, mp)
+	case gwv1.HTTPRouteFilterCORS:
+		if f.CORS == nil {
+			return "cors missing"
+		}
+		h.CorsPolicy = corsPolicy(f.CORS)
 	default:
 		return fmt.Sprintf("filter type %s is not supported", f.Type)
 	}
 	return ""
+}
+
+// corsPolicy is the VirtualService corsPolicy of a CORS filter, as istiod
+// builds it: each origin matched exactly (wildcard origins included, as
+// istiod), credentials only when allowed, maxAge in seconds.
+func corsPolicy(f *gwv1.HTTPCORSFilter) *networking.CorsPolicy {
+	p := &networking.CorsPolicy{}
+	for _, o := range f.AllowOrigins {
+		if o == "" {
+			continue
+		}
+		p.AllowOrigins = append(p.AllowOrigins, &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: string(o)}})
+	}
+	if deref(f.AllowCredentials, false) {
+		p.AllowCredentials = wrapperspb.Bool(true)
+	}
+	for _, m := range f.AllowMethods {
+		p.AllowMethods = append(p.AllowMethods, string(m))
+	}
+	for _, h := range f.AllowHeaders {
+		p.AllowHeaders = append(p.AllowHeaders, string(h))
+	}
+	for _, h := range f.ExposeHeaders {
+		p.ExposeHeaders = append(p.ExposeHeaders, string(h))
+	}
+	if f.MaxAge > 0 {
+		p.MaxAge = durationpb.New(time.Duration(f.MaxAge) * time.Second)
+	}
+	return p
 }
 
 // backendFilter applies a backendRef's filter to its destination: only
@@ -136,18 +173,24 @@ func headerOps(f *gwv1.HTTPHeaderFilter) *networking.Headers_HeaderOperations {
 	return ops
 }
 
-// backend resolves a backendRef of a route of namespace ns to a
-// destination, or says why it cannot: InvalidKind (not a core Service),
-// RefNotPermitted (another namespace without a ReferenceGrant) or
-// BackendNotFound (no such Service or port).
+// backend resolves a backendRef of an HTTPRoute of namespace ns (see
+// backendFor).
 func (t *translator) backend(ref gwv1.BackendObjectReference, ns string) (*networking.Destination, gwv1.RouteConditionReason, string) {
+	return t.backendFor(KindHTTPRoute, ref, ns)
+}
+
+// backendFor resolves a backendRef of a route of fromKind and namespace ns to
+// a destination, or says why it cannot: InvalidKind (not a core Service),
+// RefNotPermitted (another namespace without a ReferenceGrant from routes
+// of that kind) or BackendNotFound (no such Service or port).
+func (t *translator) backendFor(fromKind string, ref gwv1.BackendObjectReference, ns string) (*networking.Destination, gwv1.RouteConditionReason, string) {
 	group, kind := normGroup(string(deref(ref.Group, ""))), string(deref(ref.Kind, kindService))
 	if group != "" || kind != kindService {
 		return nil, gwv1.RouteReasonInvalidKind, fmt.Sprintf("%s %s: only core Services are supported", kind, ref.Name)
 	}
 	toNS := string(deref(ref.Namespace, gwv1.Namespace(ns)))
-	if !t.grants.allows(objRef{Group, KindHTTPRoute, ns, ""}, objRef{"", kindService, toNS, string(ref.Name)}) {
-		return nil, gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows HTTPRoutes of %s to refer to Service %s", toNS, ns, ref.Name)
+	if !t.grants.allows(objRef{Group, fromKind, ns, ""}, objRef{"", kindService, toNS, string(ref.Name)}) {
+		return nil, gwv1.RouteReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows %ss of %s to refer to Service %s", toNS, fromKind, ns, ref.Name)
 	}
 	host := fmt.Sprintf("%s.%s.svc.%s", ref.Name, toNS, t.in.domain())
 	if ref.Port == nil {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -21,11 +22,16 @@ type listener struct {
 	// internal is the name of the Istio Gateway holding its server.
 	internal string
 	status   *gwv1.ListenerStatus
+	// passthrough: a TLS listener in Passthrough mode, whose routes
+	// match by SNI (Istio tls routes); other TLS and TCP listeners take
+	// tcp routes.
+	passthrough bool
 }
 
-// hostname is the listener's hostname, "*" when unset.
+// hostname is the listener's hostname, "*" when unset and for TCP and UDP
+// listeners (which ignore it).
 func (l *listener) hostname() string {
-	if l.spec.Hostname == nil || *l.spec.Hostname == "" {
+	if l.spec.Hostname == nil || *l.spec.Hostname == "" || l.spec.Protocol == gwv1.TCPProtocolType || l.spec.Protocol == gwv1.UDPProtocolType {
 		return "*"
 	}
 	return string(*l.spec.Hostname)
@@ -64,6 +70,14 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 		var tls *networking.ServerTLSSettings
 		switch ls.Protocol {
 		case gwv1.HTTPProtocolType:
+		case gwv1.TCPProtocolType:
+		case gwv1.TLSProtocolType:
+			if ls.TLS != nil && deref(ls.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModePassthrough {
+				l.passthrough = true
+				tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}
+				break
+			}
+			fallthrough
 		case gwv1.HTTPSProtocolType:
 			var reason gwv1.ListenerConditionReason
 			var msg string
@@ -141,13 +155,16 @@ func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSetti
 	}
 }
 
-// listenerTLS returns the TLS settings of an HTTPS listener, or why there
+// listenerTLS returns the TLS settings of an HTTPS or TLS Terminate listener, or why there
 // are none: its first certificateRef (a Secret of the Gateway's namespace,
 // or of another one a ReferenceGrant opens) becomes the credentialName
 // served by SDS.
 func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networking.ServerTLSSettings, gwv1.ListenerConditionReason, string) {
-	if ls.TLS == nil || deref(ls.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate {
-		return nil, gwv1.ListenerReasonInvalidCertificateRef, "HTTPS needs tls.mode Terminate"
+	if ls.TLS == nil {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, "no tls settings: terminating TLS needs certificateRefs"
+	}
+	if deref(ls.TLS.Mode, gwv1.TLSModeTerminate) != gwv1.TLSModeTerminate {
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, string(ls.Protocol) + " needs tls.mode Terminate"
 	}
 	if len(ls.TLS.CertificateRefs) == 0 {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, "no certificateRefs"
@@ -171,19 +188,42 @@ func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networki
 	return &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: name}, "", ""
 }
 
-// supportedKinds returns the route kinds a listener takes and the ones it
-// was given that are not supported.
+// supportedKinds returns the route kinds a listener takes (by protocol,
+// as istiod: HTTP and HTTPS take HTTPRoute and GRPCRoute, TLS takes
+// TLSRoute and, in Terminate mode, TCPRoute, TCP takes TCPRoute; narrowed
+// by allowedRoutes.kinds) and the ones it was given that are not supported.
 func supportedKinds(ls *gwv1.Listener) ([]gwv1.RouteGroupKind, string) {
-	http := gwv1.RouteGroupKind{Group: ptr(gwv1.Group(Group)), Kind: KindHTTPRoute}
+	var byProtocol []string
+	switch ls.Protocol {
+	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+		byProtocol = []string{KindHTTPRoute, KindGRPCRoute}
+	case gwv1.TLSProtocolType:
+		byProtocol = []string{KindTLSRoute}
+		if ls.TLS == nil || deref(ls.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModeTerminate {
+			byProtocol = append(byProtocol, KindTCPRoute)
+		}
+	case gwv1.TCPProtocolType:
+		byProtocol = []string{KindTCPRoute}
+	}
+	kind := func(k string) gwv1.RouteGroupKind {
+		return gwv1.RouteGroupKind{Group: ptr(gwv1.Group(Group)), Kind: gwv1.Kind(k)}
+	}
 	if ls.AllowedRoutes == nil || len(ls.AllowedRoutes.Kinds) == 0 {
-		return []gwv1.RouteGroupKind{http}, ""
+		var all []gwv1.RouteGroupKind
+		for _, k := range byProtocol {
+			all = append(all, kind(k))
+		}
+		return all, ""
 	}
 	var ok []gwv1.RouteGroupKind
 	var bad []string
 	for _, k := range ls.AllowedRoutes.Kinds {
-		if string(deref(k.Group, Group)) == Group && k.Kind == KindHTTPRoute {
-			ok = append(ok, http)
-		} else {
+		switch {
+		case string(deref(k.Group, Group)) == Group && slices.Contains(byProtocol, string(k.Kind)):
+			if !slices.ContainsFunc(ok, func(x gwv1.RouteGroupKind) bool { return x.Kind == k.Kind }) {
+				ok = append(ok, kind(string(k.Kind)))
+			}
+		default:
 			bad = append(bad, string(deref(k.Group, ""))+"/"+string(k.Kind))
 		}
 	}
@@ -229,6 +269,17 @@ func (t *translator) addresses(gw *gwv1.Gateway) []gwv1.GatewayStatusAddress {
 		return nil
 	}
 	return []gwv1.GatewayStatusAddress{{Type: ptr(gwv1.IPAddressType), Value: svc.Address}}
+}
+
+// allowsKind reports whether the listener takes routes of kind (its
+// supportedKinds).
+func (l *listener) allowsKind(kind string) bool {
+	for _, k := range l.status.SupportedKinds {
+		if string(k.Kind) == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // allowsRoute reports whether the listener's allowedRoutes admit an

@@ -152,6 +152,8 @@ func TestGolden(t *testing.T) {
 			set.Messages(t, name+".clusters.yaml", cs...)
 			status, err := sigsyaml.Marshal(map[string]any{
 				"gatewayClasses": res.GatewayClasses, "gateways": byString(res.Gateways), "httpRoutes": byString(res.HTTPRoutes),
+				"grpcRoutes": byString(res.GRPCRoutes), "tlsRoutes": byString(res.TLSRoutes), "tcpRoutes": byString(res.TCPRoutes),
+				"udpRoutes": byString(res.UDPRoutes),
 			})
 			if err != nil {
 				t.Fatal(err)

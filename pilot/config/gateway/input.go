@@ -26,6 +26,9 @@ const (
 	KindGateway        = "Gateway"
 	KindHTTPRoute      = "HTTPRoute"
 	KindReferenceGrant = "ReferenceGrant"
+	KindTLSRoute       = "TLSRoute"
+	KindTCPRoute       = "TCPRoute"
+	KindUDPRoute       = "UDPRoute"
 	kindService        = "Service"
 	kindSecret         = "Secret"
 )
@@ -36,6 +39,10 @@ type Input struct {
 	GatewayClasses  []*gwv1.GatewayClass
 	Gateways        []*gwv1.Gateway
 	HTTPRoutes      []*gwv1.HTTPRoute
+	GRPCRoutes      []*gwv1.GRPCRoute
+	TLSRoutes       []*gwv1.TLSRoute
+	TCPRoutes       []*gwv1.TCPRoute
+	UDPRoutes       []*gwv1.UDPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
 	// Namespaces gives a namespace's labels (allowedRoutes selectors);
 	// nil: namespaces have no labels but kubernetes.io/metadata.name.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 // orders it among the rules of every route on the same host.
 type rule struct {
 	http *networking.HTTPRoute
+	// l4 are the destinations of a TLSRoute or TCPRoute rule (http nil):
+	// a tls route matching the attachment's hostname as SNI on a
+	// Passthrough listener, a tcp route on others.
+	l4   []*networking.RouteDestination
 	rank matchRank
 	// index orders a route's own rules (rule, then match).
 	index int
@@ -85,6 +90,11 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 				}
 			}
 		}
+		if rl.Retry != nil {
+			if msg := retries(base, rl.Retry, rl.Timeouts); msg != "" {
+				unsupported(fmt.Sprintf("rules[%d].retry: %s", ri, msg))
+			}
+		}
 		if !redirect {
 			for bi, b := range rl.BackendRefs {
 				dest, reason, msg := t.backend(b.BackendObjectReference, r.Namespace)
@@ -128,6 +138,41 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 		}
 	}
 	return rules, resolved, accepted
+}
+
+// retries sets the retry policy of a rule with a retry stanza, as istiod
+// does: attempts (2 when unset), retried on connection failures, refused
+// streams, unavailable and cancelled, and on the given status codes (no
+// condition with zero attempts); the backoff as Envoy's base interval;
+// timeouts.backendRequest as the per-try timeout (then not the route's
+// timeout, which only timeouts.request sets).
+func retries(h *networking.HTTPRoute, r *gwv1.HTTPRouteRetry, to *gwv1.HTTPRouteTimeouts) string {
+	on := []string{"connect-failure", "refused-stream", "unavailable", "cancelled"}
+	for _, c := range r.Codes {
+		on = append(on, strconv.Itoa(int(c)))
+	}
+	h.Retries = &networking.HTTPRetry{Attempts: int32(deref(r.Attempts, 2)), RetryOn: strings.Join(on, ",")}
+	if h.Retries.Attempts == 0 {
+		h.Retries.RetryOn = ""
+	}
+	if r.Backoff != nil {
+		d, err := time.ParseDuration(string(*r.Backoff))
+		if err != nil {
+			return err.Error()
+		}
+		h.Retries.Backoff = durationpb.New(d)
+	}
+	if to != nil && to.BackendRequest != nil {
+		d, err := time.ParseDuration(string(*to.BackendRequest))
+		if err != nil {
+			return err.Error()
+		}
+		h.Retries.PerTryTimeout = durationpb.New(d)
+		if to.Request == nil {
+			h.Timeout = nil
+		}
+	}
+	return ""
 }
 
 // matchPart is one Istio match of a Gateway API match: a PathPrefix

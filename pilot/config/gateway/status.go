@@ -112,21 +112,66 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 			return err
 		}
 	}
-	for _, key := range sortedNames(out.HTTPRoutes) {
-		cur, err := c.routes.HTTPRoutes(key.Namespace).Get(key.Name)
-		if err != nil {
-			continue
-		}
-		want := routeStatus(cur.Status, out.HTTPRoutes[key], now)
-		if equality.Semantic.DeepEqual(cur.Status, want) {
-			continue
-		}
-		obj := cur.DeepCopy()
-		obj.Status = want
-		if err := write(KindHTTPRoute, key, func() error {
-			_, err := v1.HTTPRoutes(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+	if err := writeRoutes(ctx, KindHTTPRoute, write, now, routeStatuses(out.HTTPRoutes, func(s gwv1.HTTPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+		func(key types.NamespacedName) (*gwv1.HTTPRoute, error) {
+			return c.routes.HTTPRoutes(key.Namespace).Get(key.Name)
+		},
+		func(r *gwv1.HTTPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+		func(ctx context.Context, r *gwv1.HTTPRoute) error {
+			_, err := v1.HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 			return err
 		}); err != nil {
+		return err
+	}
+	if c.grpcRoutes != nil {
+		if err := writeRoutes(ctx, KindGRPCRoute, write, now, routeStatuses(out.GRPCRoutes, func(s gwv1.GRPCRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.GRPCRoute, error) {
+				return c.grpcRoutes.GRPCRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.GRPCRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.GRPCRoute) error {
+				_, err := v1.GRPCRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+			return err
+		}
+	}
+	if c.tlsRoutes != nil {
+		if err := writeRoutes(ctx, KindTLSRoute, write, now, routeStatuses(out.TLSRoutes, func(s gwv1.TLSRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.TLSRoute, error) {
+				return c.tlsRoutes.TLSRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.TLSRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.TLSRoute) error {
+				_, err := v1.TLSRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+			return err
+		}
+	}
+	if c.tcpRoutes != nil {
+		if err := writeRoutes(ctx, KindTCPRoute, write, now, routeStatuses(out.TCPRoutes, func(s gwv1.TCPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.TCPRoute, error) {
+				return c.tcpRoutes.TCPRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.TCPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.TCPRoute) error {
+				_, err := v1.TCPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+			return err
+		}
+	}
+	if c.udpRoutes != nil {
+		if err := writeRoutes(ctx, KindUDPRoute, write, now, routeStatuses(out.UDPRoutes, func(s gwv1.UDPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+			func(key types.NamespacedName) (*gwv1.UDPRoute, error) {
+				return c.udpRoutes.UDPRoutes(key.Namespace).Get(key.Name)
+			},
+			func(r *gwv1.UDPRoute) *gwv1.RouteStatus { return &r.Status.RouteStatus },
+			func(ctx context.Context, r *gwv1.UDPRoute) error {
+				_, err := v1.UDPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
 			return err
 		}
 	}
@@ -136,10 +181,44 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 	return nil
 }
 
+// writeRoutes writes, through write, the status of each route of one kind
+// whose current status (status(get(key))) differs from ours[key] as
+// routeStatus merges them.
+func writeRoutes[T interface{ DeepCopy() T }](ctx context.Context, kind string,
+	write func(string, types.NamespacedName, func() error) error, now metav1.Time, ours map[types.NamespacedName]gwv1.RouteStatus,
+	get func(types.NamespacedName) (T, error), status func(T) *gwv1.RouteStatus, update func(context.Context, T) error,
+) error {
+	for _, key := range sortedNames(ours) {
+		cur, err := get(key)
+		if err != nil {
+			continue
+		}
+		want := routeStatus(*status(cur), ours[key], now)
+		if equality.Semantic.DeepEqual(*status(cur), want) {
+			continue
+		}
+		obj := cur.DeepCopy()
+		*status(obj) = want
+		if err := write(kind, key, func() error { return update(ctx, obj) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routeStatuses gives the RouteStatus of each route of a kind's statuses.
+func routeStatuses[S any](m map[types.NamespacedName]S, f func(S) gwv1.RouteStatus) map[types.NamespacedName]gwv1.RouteStatus {
+	out := make(map[types.NamespacedName]gwv1.RouteStatus, len(m))
+	for k, v := range m {
+		out[k] = f(v)
+	}
+	return out
+}
+
 // routeStatus is cur with the parents of this controller replaced by
 // ours (the parents other controllers wrote are kept, first).
-func routeStatus(cur, ours gwv1.HTTPRouteStatus, now metav1.Time) gwv1.HTTPRouteStatus {
-	var out gwv1.HTTPRouteStatus
+func routeStatus(cur, ours gwv1.RouteStatus, now metav1.Time) gwv1.RouteStatus {
+	var out gwv1.RouteStatus
 	for _, p := range cur.Parents {
 		if p.ControllerName != ControllerName {
 			out.Parents = append(out.Parents, *p.DeepCopy())

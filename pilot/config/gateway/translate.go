@@ -21,12 +21,16 @@ type Output struct {
 	// VirtualServices (one per listener and hostname), sorted by kind,
 	// namespace and name.
 	Configs []model.Config
-	// GatewayClasses, Gateways and HTTPRoutes hold the status of the
+	// GatewayClasses, Gateways and the routes hold the status of the
 	// objects this controller owns; a route's Parents list only the
 	// parents of ours (those of other controllers are kept by the writer).
 	GatewayClasses map[string]gwv1.GatewayClassStatus
 	Gateways       map[types.NamespacedName]gwv1.GatewayStatus
 	HTTPRoutes     map[types.NamespacedName]gwv1.HTTPRouteStatus
+	GRPCRoutes     map[types.NamespacedName]gwv1.GRPCRouteStatus
+	TLSRoutes      map[types.NamespacedName]gwv1.TLSRouteStatus
+	TCPRoutes      map[types.NamespacedName]gwv1.TCPRouteStatus
+	UDPRoutes      map[types.NamespacedName]gwv1.UDPRouteStatus
 }
 
 // translator holds one translation's indexes.
@@ -45,6 +49,10 @@ func Translate(in Input) Output {
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
 		HTTPRoutes:     map[types.NamespacedName]gwv1.HTTPRouteStatus{},
+		GRPCRoutes:     map[types.NamespacedName]gwv1.GRPCRouteStatus{},
+		TLSRoutes:      map[types.NamespacedName]gwv1.TLSRouteStatus{},
+		TCPRoutes:      map[types.NamespacedName]gwv1.TCPRouteStatus{},
+		UDPRoutes:      map[types.NamespacedName]gwv1.UDPRouteStatus{},
 	}
 	ours := map[string]bool{}
 	for _, gc := range in.GatewayClasses {
@@ -64,24 +72,30 @@ func Translate(in Input) Output {
 	}
 	vs := newVirtualServices()
 	v := validation.New(validation.Options{})
-	for order, r := range sortedObjects(in.HTTPRoutes) {
-		rules, resolved, accepted := t.routeRules(r)
-		if accepted.Status == metav1.ConditionTrue {
-			// What the VirtualService rules check (regular expressions
-			// Envoy would refuse, header names, ...) makes the route
-			// UnsupportedValue rather than a resource every proxy of the
-			// Gateway rejects.
-			if msg := invalidRules(v, r, rules); msg != "" {
-				accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, r.Generation)
-			}
-		}
-		parents, attached := t.attachRoute(r, order, resolved, accepted)
+	var routes []*translatedRoute
+	for _, r := range in.HTTPRoutes {
+		routes = append(routes, t.httpRoute(v, r))
+	}
+	for _, r := range in.GRPCRoutes {
+		routes = append(routes, t.grpcRoute(v, r))
+	}
+	for _, r := range in.TLSRoutes {
+		routes = append(routes, t.tlsRoute(r))
+	}
+	for _, r := range in.TCPRoutes {
+		routes = append(routes, t.tcpRoute(r))
+	}
+	for _, r := range in.UDPRoutes {
+		routes = append(routes, t.udpRoute(r))
+	}
+	for order, r := range sortedRoutes(routes) {
+		parents, attached := t.attachRoute(&r.route, order, r.resolved, r.accepted)
 		if len(parents) == 0 {
 			continue
 		}
-		out.HTTPRoutes[types.NamespacedName{Namespace: r.Namespace, Name: r.Name}] = gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: parents}}
+		out.setRouteStatus(r.kind, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, gwv1.RouteStatus{Parents: parents})
 		for _, a := range attached {
-			vs.add(a, rules)
+			vs.add(a, r.rules)
 		}
 	}
 	out.Configs = append(out.Configs, vs.configs()...)
@@ -93,6 +107,60 @@ func Translate(in Input) Output {
 		out.Gateways[key] = *st.status
 	}
 	slices.SortFunc(out.Configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
+	return out
+}
+
+// translatedRoute is a route of any kind translated: its rules, and its
+// ResolvedRefs and Accepted conditions before attachment.
+type translatedRoute struct {
+	route
+	created            metav1.Time
+	rules              []rule
+	resolved, accepted metav1.Condition
+}
+
+// httpRoute translates an HTTPRoute.
+func (t *translator) httpRoute(v *validation.Validator, r *gwv1.HTTPRoute) *translatedRoute {
+	rules, resolved, accepted := t.routeRules(r)
+	if accepted.Status == metav1.ConditionTrue {
+		// What the VirtualService rules check (regular expressions
+		// Envoy would refuse, header names, ...) makes the route
+		// UnsupportedValue rather than a resource every proxy of the
+		// Gateway rejects.
+		if msg := invalidRules(v, r.Namespace, r.Name, rules); msg != "" {
+			accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, r.Generation)
+		}
+	}
+	return &translatedRoute{
+		route:   *newRoute(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames),
+		created: r.CreationTimestamp, rules: rules, resolved: resolved, accepted: accepted,
+	}
+}
+
+// setRouteStatus records the status of a route of kind.
+func (out *Output) setRouteStatus(kind string, key types.NamespacedName, st gwv1.RouteStatus) {
+	switch kind {
+	case KindHTTPRoute:
+		out.HTTPRoutes[key] = gwv1.HTTPRouteStatus{RouteStatus: st}
+	case KindGRPCRoute:
+		out.GRPCRoutes[key] = gwv1.GRPCRouteStatus{RouteStatus: st}
+	case KindTLSRoute:
+		out.TLSRoutes[key] = gwv1.TLSRouteStatus{RouteStatus: st}
+	case KindTCPRoute:
+		out.TCPRoutes[key] = gwv1.TCPRouteStatus{RouteStatus: st}
+	case KindUDPRoute:
+		out.UDPRoutes[key] = gwv1.UDPRouteStatus{RouteStatus: st}
+	}
+}
+
+// sortedRoutes orders routes of every kind as the spec orders conflicting
+// ones: oldest first, then by namespace, name and kind.
+func sortedRoutes(list []*translatedRoute) []*translatedRoute {
+	out := slices.Clone(list)
+	slices.SortStableFunc(out, func(a, b *translatedRoute) int {
+		return cmp.Or(a.created.Compare(b.created.Time), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name),
+			strings.Compare(a.kind, b.kind))
+	})
 	return out
 }
 
@@ -112,11 +180,11 @@ func ClassStatus(gen int64) gwv1.GatewayClassStatus {
 // the conformance suite's features package spells them).
 func SupportedFeatures() []string {
 	f := []string{
-		"Gateway", "HTTPRoute", "ReferenceGrant",
+		"Gateway", "HTTPRoute", "ReferenceGrant", "GRPCRoute", "TLSRoute", "TLSRouteModeTerminate", "TCPRoute",
 		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
-		"HTTPRouteRequestTimeout",
+		"HTTPRouteRequestTimeout", "HTTPRouteCORS", "HTTPRouteRetry",
 	}
 	slices.Sort(f)
 	return f
@@ -124,12 +192,12 @@ func SupportedFeatures() []string {
 
 // invalidRules returns the first error Istio's VirtualService rules find in
 // a route's translated rules, "" if none.
-func invalidRules(v *validation.Validator, r *gwv1.HTTPRoute, rules []rule) string {
-	vs := &networking.VirtualService{Hosts: []string{"*"}, Gateways: []string{r.Namespace + "/gateway"}}
+func invalidRules(v *validation.Validator, namespace, name string, rules []rule) string {
+	vs := &networking.VirtualService{Hosts: []string{"*"}, Gateways: []string{namespace + "/gateway"}}
 	for _, rl := range rules {
 		vs.Http = append(vs.Http, rl.http)
 	}
-	errs := v.Spec(validation.Meta{Name: r.Name, Namespace: r.Namespace}, vs)
+	errs := v.Spec(validation.Meta{Name: name, Namespace: namespace}, vs)
 	if len(errs) == 0 {
 		return ""
 	}

@@ -73,7 +73,7 @@ spec:
   - {name: b, port: 80, protocol: HTTP, hostname: a.example.com}
   - {name: c, port: 81, protocol: HTTP}
   - {name: d, port: 81, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}
-  - {name: tcp, port: 9000, protocol: TCP}
+  - {name: udp, port: 9000, protocol: UDP}
   - {name: ok, port: 8080, protocol: HTTP, hostname: "*.example.com", allowedRoutes: {namespaces: {from: All}}}
   - {name: tls-other-ns, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: cert, namespace: certs}]}}
   - {name: kinds, port: 8081, protocol: HTTP, allowedRoutes: {kinds: [{kind: TCPRoute}]}}
@@ -88,7 +88,7 @@ func TestListenerStatus(t *testing.T) {
 		"b":            "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict",
 		"c":            "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict",
 		"d":            "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=True/ProtocolConflict",
-		"tcp":          "Accepted=False/UnsupportedProtocol Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
+		"udp":          "Accepted=False/UnsupportedProtocol Programmed=False/Invalid ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
 		"ok":           "Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts",
 		"tls-other-ns": "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/RefNotPermitted Conflicted=False/NoConflicts",
 		"kinds":        "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts",
@@ -219,7 +219,7 @@ spec:
 		"default/invalid-kind": "Accepted=True/Accepted ResolvedRefs=False/InvalidKind",
 		"team/cross-ns":        "Accepted=True/Accepted ResolvedRefs=False/RefNotPermitted",
 		"default/theirs":       "no status",
-		"default/cors":         "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
+		"default/cors":         "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs",
 		"default/bad-regex":    "Accepted=False/UnsupportedValue ResolvedRefs=True/ResolvedRefs",
 	}
 	for key, w := range want {
@@ -228,10 +228,10 @@ spec:
 			t.Errorf("%s: %s\nwant %s", key, got, w)
 		}
 	}
-	// web: ok, missing, bad-port, invalid-kind, cross-ns attach (the
-	// last four answering 500); same: none.
+	// web: ok, missing, bad-port, invalid-kind, cross-ns (the four
+	// answering 500) and cors attach; same: none.
 	for _, l := range out.Gateways[types.NamespacedName{Namespace: "default", Name: "gw"}].Listeners {
-		if w := map[string]int32{"web": 5, "same": 0}[string(l.Name)]; l.AttachedRoutes != w {
+		if w := map[string]int32{"web": 6, "same": 0}[string(l.Name)]; l.AttachedRoutes != w {
 			t.Errorf("listener %s: attachedRoutes %d, want %d", l.Name, l.AttachedRoutes, w)
 		}
 	}

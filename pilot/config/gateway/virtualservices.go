@@ -19,6 +19,9 @@ type vsKey struct {
 type orderedRule struct {
 	rule
 	order int
+	// tls or tcp is an l4 rule made for its listener and hostname.
+	tls *networking.TLSRoute
+	tcp *networking.TCPRoute
 }
 
 // virtualServices collects attached rules by listener and hostname.
@@ -30,7 +33,15 @@ func (v virtualServices) add(a attachment, rules []rule) {
 	for _, h := range a.hosts {
 		k := vsKey{namespace: a.l.gw.Namespace, gateway: a.l.internal, host: h}
 		for _, r := range rules {
-			v[k] = append(v[k], orderedRule{rule: r, order: a.order})
+			o := orderedRule{rule: r, order: a.order}
+			switch {
+			case r.http != nil:
+			case a.l.passthrough:
+				o.tls = &networking.TLSRoute{Match: []*networking.TLSMatchAttributes{{SniHosts: []string{h}}}, Route: cloneDestinations(r.l4)}
+			default:
+				o.tcp = &networking.TCPRoute{Route: cloneDestinations(r.l4)}
+			}
+			v[k] = append(v[k], o)
 		}
 	}
 }
@@ -45,7 +56,14 @@ func (v virtualServices) configs() []model.Config {
 		})
 		vs := &networking.VirtualService{Hosts: []string{k.host}, Gateways: []string{k.namespace + "/" + k.gateway}}
 		for _, r := range rules {
-			vs.Http = append(vs.Http, cloneRoute(r.http))
+			switch {
+			case r.http != nil:
+				vs.Http = append(vs.Http, cloneRoute(r.http))
+			case r.tls != nil:
+				vs.Tls = append(vs.Tls, r.tls)
+			case r.tcp != nil:
+				vs.Tcp = append(vs.Tcp, r.tcp)
+			}
 		}
 		out = append(out, model.Config{
 			Meta: model.Meta{
