@@ -210,7 +210,7 @@ func (b *chainBuilder) passthrough(s server, push *model.PushContext, log *slog.
 					continue
 				}
 				b.chains = append(b.chains, &listenerv3.FilterChain{
-					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: names},
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: serverNames(names)},
 					Filters:          []*listenerv3.Filter{tcp},
 				})
 			}
@@ -232,6 +232,16 @@ func sniHosts(s server) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// serverNames is the filter chain match of SNI names: none (every name)
+// when one is "*", which Envoy refuses as a server name (only a leading
+// "*." wildcard is allowed).
+func serverNames(names []string) []string {
+	if slices.Contains(names, "*") {
+		return nil
+	}
+	return names
 }
 
 // sniWithin returns the SNI hosts covered by the bound hosts, sorted.

@@ -136,3 +136,17 @@ func gatewayPush(t *testing.T, s *networking.Server) *model.PushContext {
 	})
 	return in.PushContext()
 }
+
+// TestPassthroughAnyName: a tls route for sniHosts "*" matches every
+// server name with a chain without server_names; Envoy refuses "*" as a
+// server name (resource.Validate checks it, as build does).
+func TestPassthroughAnyName(t *testing.T) {
+	ls, _ := build(t, bookinfoWith(t, mustAbs(t, "testdata/passthrough-any.yaml")))
+	chains := listenerNamed(t, ls, "0.0.0.0_8443").GetFilterChains()
+	if len(chains) != 1 {
+		t.Fatalf("%d chains, want 1", len(chains))
+	}
+	if names := chains[0].GetFilterChainMatch().GetServerNames(); len(names) != 0 {
+		t.Errorf("server_names %v: want none (every name)", names)
+	}
+}

@@ -2,6 +2,10 @@ package resource
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -39,6 +43,11 @@ func validateTree(m protoreflect.Message, top, strict bool) error {
 			}
 		}
 	}
+	if fcm, ok := m.Interface().(*listenerv3.FilterChainMatch); ok {
+		if err := serverNames(fcm.GetServerNames()); err != nil {
+			return err
+		}
+	}
 	var firstErr error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if fd.Message() == nil {
@@ -66,6 +75,18 @@ func validateTree(m protoreflect.Message, top, strict bool) error {
 		return firstErr == nil
 	})
 	return firstErr
+}
+
+// serverNames checks what Envoy's listener manager checks beyond
+// ValidateAll: a server name holds a '*' only as a leading "*." ("*" alone
+// and partial wildcards such as "*w.example.com" reject the listener).
+func serverNames(names []string) error {
+	for _, n := range names {
+		if strings.Contains(n, "*") && (!strings.HasPrefix(n, "*.") || strings.Contains(n[1:], "*")) {
+			return fmt.Errorf("filter_chain_match.server_names %q: Envoy allows a '*' only as a leading \"*.\"", n)
+		}
+	}
+	return nil
 }
 
 // AnyError is an Any that could not be opened.
