@@ -1,0 +1,207 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/apis/v1alpha2"
+	"sigs.k8s.io/gateway-api/apis/v1beta1"
+	"sigs.k8s.io/gateway-api/conformance"
+	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
+	"sigs.k8s.io/gateway-api/conformance/tests"
+	"sigs.k8s.io/gateway-api/conformance/utils/config"
+	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
+	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
+)
+
+var reportDir = flag.String("report-dir", "", "directory to write gateway-api-conformance.md and its YAML report into (make conformance: docs)")
+
+// TestGatewayAPIConformance runs the Gateway API conformance suite
+// (GATEWAY-HTTP profile, the features GatewayClass istio reports) against
+// pilot-discovery in Kubernetes mode, leading, on a real kube-apiserver and
+// etcd with the chart's Gateway API CRDs. Tests that send requests are
+// skipped (noTraffic); every other test of a supported feature must pass.
+func TestGatewayAPIConformance(t *testing.T) {
+	start := time.Now()
+	ctx := t.Context()
+	// controller-runtime (the suite's client) logs nothing we read.
+	crlog.SetLogger(logr.Discard())
+	env := kubetest.Start(t)
+	// The test runs in test/conformance, a module of its own.
+	crds := filepath.Join("..", "..", "charts", "meshpilot", "crds", "gateway-api-standard.gen.yaml")
+	if err := kubetest.InstallCRDs(ctx, env.Config(), crds); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := gwclient.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// istiod creates its GatewayClass; pilot-discovery expects the chart
+	// or the user to.
+	testutil.EventuallyNoError(t, time.Minute, "create GatewayClass istio", func() error {
+		_, err := gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+			ObjectMeta: metav1.ObjectMeta{Name: gateway.ClassName},
+			Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	si := &standIn{cs: env.Clientset(), class: gateway.ClassName, log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	// Not t.Context: the suite's parallel tests run after this function
+	// returns, and the stand-in must outlive them.
+	standInCtx, stopStandIn := context.WithCancel(context.Background())
+	waitStandIn, err := si.run(standInCtx, gc)
+	if err != nil {
+		stopStandIn()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopStandIn(); waitStandIn() })
+
+	opts := bootstraptest.Options(t)
+	opts.KubeRestConfig = env.Config()
+	bootstraptest.Start(t, opts)
+
+	c, err := client.New(env.Config(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, install := range []func(*runtime.Scheme) error{gwv1.Install, v1beta1.Install, v1alpha2.Install, apiextensionsv1.AddToScheme} {
+		if err := install(c.Scheme()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := &results{byName: map[string]result{}}
+	cs, err := suite.NewConformanceTestSuite(suite.ConformanceOptions{
+		ConfigurableOptions: suite.ConfigurableOptions{
+			GatewayClassName:     gateway.ClassName,
+			CleanupBaseResources: false, // the API server is thrown away
+			SkipTests:            sets.List(sets.KeySet(noTraffic)),
+			TimeoutConfig:        timeouts(),
+			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+			Implementation: confv1.Implementation{
+				Organization: "meshpilot", Project: "meshpilot",
+				URL: "https://github.com/meshpilot/meshpilot", Version: "main",
+				Contact: []string{"@meshpilot/maintainers"},
+			},
+		},
+		Client:       c,
+		Clientset:    env.Clientset(),
+		RestConfig:   env.Config(),
+		RoundTripper: noDataPlane{},
+		ManifestFS:   []fs.FS{&conformance.Manifests},
+		Hook:         res.record,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered before Run: cleanups run last first, so this one runs
+	// after the suite's parallel tests and after Run's own cleanup, which
+	// Report waits for.
+	t.Cleanup(func() {
+		report, err := cs.Report()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if *reportDir == "" {
+			return
+		}
+		if err := writeReports(*reportDir, report, res, cs.SupportedFeatures, time.Since(start)); err != nil {
+			t.Error(err)
+		}
+	})
+	cs.Setup(t, tests.ConformanceTests)
+	if err := cs.Run(t, tests.ConformanceTests); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// timeouts are the suite's, shortened: meshpilot writes status within
+// about a second, so a status that is wrong fails in seconds, not minutes.
+func timeouts() config.TimeoutConfig {
+	tc := config.DefaultTimeoutConfig()
+	short := 15 * time.Second
+	tc.GatewayMustHaveAddress = short
+	tc.GatewayMustHaveCondition = short
+	tc.GatewayStatusMustHaveListeners = short
+	tc.GatewayListenersMustHaveConditions = short
+	tc.ListenerSetMustHaveCondition = short
+	tc.ListenerSetListenersMustHaveConditions = short
+	tc.GWCMustBeAccepted = 30 * time.Second
+	tc.HTTPRouteMustNotHaveParents = short
+	tc.HTTPRouteMustHaveCondition = short
+	tc.TLSRouteMustHaveCondition = short
+	tc.TCPRouteMustHaveCondition = short
+	tc.UDPRouteMustHaveCondition = short
+	tc.RouteMustHaveParents = short
+	tc.LatestObservedGenerationSet = short
+	tc.DefaultTestTimeout = short
+	tc.NamespacesMustBeReady = 30 * time.Second
+	tc.MaxTimeToConsistency = 5 * time.Second
+	tc.RequestTimeout = time.Second
+	tc.CreateTimeout = short
+	return tc
+}
+
+// noDataPlane refuses every request: nothing here carries traffic. A test
+// that sends one and is not in noTraffic fails, naming the request.
+type noDataPlane struct{}
+
+// CaptureRoundTrip implements roundtripper.RoundTripper.
+func (noDataPlane) CaptureRoundTrip(r roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
+	return nil, nil, errors.New("no data plane in this environment: request to " + r.URL.String() + " not sent (add the test to noTraffic)")
+}
+
+// result is how one conformance test ended.
+type result string
+
+const (
+	passed  result = "passed"
+	failed  result = "failed"
+	skipped result = "skipped"
+)
+
+// results collects each test's outcome from the suite's hook.
+type results struct {
+	mu     sync.Mutex
+	byName map[string]result
+}
+
+func (r *results) record(t *testing.T, test suite.ConformanceTest, _ *suite.ConformanceTestSuite) {
+	out := passed
+	switch {
+	case t.Failed():
+		out = failed
+	case t.Skipped():
+		out = skipped
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byName[test.ShortName] = out
+}

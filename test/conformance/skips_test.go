@@ -1,0 +1,57 @@
+package conformance_test
+
+// noTraffic names the conformance tests whose point is sending requests
+// through the Gateway. The test API server has no kubelet and no proxies,
+// so nothing carries traffic: these are skipped, each with its reason in
+// the report. A test not named here that sends a request fails (the
+// round tripper refuses every request), so the list cannot silently rot.
+var noTraffic = map[string]string{
+	"HTTPRoute303Redirect":                         reqTraffic,
+	"HTTPRoute307Redirect":                         reqTraffic,
+	"HTTPRoute308Redirect":                         reqTraffic,
+	"HTTPRouteCrossNamespace":                      reqTraffic,
+	"HTTPRouteExactPathMatching":                   reqTraffic,
+	"HTTPRouteHeaderMatching":                      reqTraffic,
+	"HTTPRouteHTTPSListener":                       reqTraffic,
+	"HTTPRouteListenerHostnameMatching":            reqTraffic,
+	"HTTPRouteMatching":                            reqTraffic,
+	"HTTPRouteMatchingAcrossRoutes":                reqTraffic,
+	"HTTPRouteMethodMatching":                      reqTraffic,
+	"HTTPRouteMultipleGateways":                    reqTraffic,
+	"HTTPRouteNoBackendRefs":                       reqTraffic,
+	"HTTPRoutePathMatchOrder":                      reqTraffic,
+	"HTTPRouteQueryParamMatching":                  reqTraffic,
+	"HTTPRouteRedirectHostAndStatus":               reqTraffic,
+	"HTTPRouteRedirectPath":                        reqTraffic,
+	"HTTPRouteRedirectPort":                        reqTraffic,
+	"HTTPRouteRedirectPortAndScheme":               reqTraffic,
+	"HTTPRouteRedirectScheme":                      reqTraffic,
+	"HTTPRouteRequestHeaderModifier":               reqTraffic,
+	"HTTPRouteBackendRequestHeaderModifier":        reqTraffic,
+	"HTTPRouteRequestMirror":                       reqTraffic,
+	"HTTPRouteRequestMultipleMirrors":              reqTraffic,
+	"HTTPRouteRequestPercentageMirror":             reqTraffic,
+	"HTTPRouteResponseHeaderModifier":              reqTraffic,
+	"HTTPRouteRewriteHost":                         reqTraffic,
+	"HTTPRouteRewritePath":                         reqTraffic,
+	"HTTPRouteServiceTypes":                        reqTraffic,
+	"HTTPRouteSimpleSameNamespace":                 reqTraffic,
+	"HTTPRouteTimeoutRequest":                      reqTraffic,
+	"HTTPRouteTimeoutBackendRequest":               reqTraffic,
+	"HTTPRouteWeight":                              reqTraffic,
+	"HTTPRouteRequestHeaderModifierBackendWeights": reqTraffic,
+	// Status checks and requests interleaved in the same subtests: the
+	// suite cannot run the status part alone.
+	"HTTPRouteHostnameIntersection":                     reqMixed,
+	"HTTPRouteInvalidBackendRefUnknownKind":             reqMixed,
+	"HTTPRouteInvalidCrossNamespaceBackendRef":          reqMixed,
+	"HTTPRouteInvalidNonExistentBackendRef":             reqMixed,
+	"HTTPRouteInvalidReferenceGrant":                    reqMixed,
+	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant": reqMixed,
+	"HTTPRouteReferenceGrant":                           reqMixed,
+}
+
+const (
+	reqTraffic = "sends requests through the Gateway; no data plane runs here"
+	reqMixed   = "checks status, then sends requests in the same subtest; no data plane runs here, and the suite cannot run the status part alone"
+)
