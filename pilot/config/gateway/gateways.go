@@ -76,6 +76,10 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 				fmt.Sprintf("protocol %s is not supported", ls.Protocol), gen)
 		}
 		kinds, badKinds := supportedKinds(ls)
+		if accepted.Status == metav1.ConditionFalse && accepted.Reason == string(gwv1.ListenerReasonUnsupportedProtocol) {
+			// No route kind attaches to a protocol not served.
+			kinds, badKinds = []gwv1.RouteGroupKind{}, ""
+		}
 		lst.SupportedKinds = kinds
 		if badKinds != "" && resolved.Status == metav1.ConditionTrue {
 			resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),

@@ -285,3 +285,50 @@ spec:
 		})
 	}
 }
+
+// TestUnsupportedProtocolNoKinds mirrors the conformance test
+// GatewayListenerUnsupportedProtocol: a listener whose protocol is not
+// served is not Accepted (UnsupportedProtocol) and lists no supportedKinds;
+// the Gateway is Accepted (ListenersNotValid) while one listener is valid,
+// and not Accepted when none is.
+func TestUnsupportedProtocolNoKinds(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: mixed, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - {name: invalid, port: 81, protocol: example.com/unsupported}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: only, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: invalid, port: 81, protocol: example.com/unsupported}
+`)
+	for gw, accepted := range map[string]string{"mixed": "Accepted=True/ListenersNotValid", "only": "Accepted=False/ListenersNotValid"} {
+		st := out.Gateways[types.NamespacedName{Namespace: "default", Name: gw}]
+		if got := conditions(st.Conditions[:1]); got != accepted {
+			t.Errorf("Gateway %s: %s, want %s", gw, got, accepted)
+		}
+		for _, l := range st.Listeners {
+			switch l.Name {
+			case "invalid":
+				if l.SupportedKinds == nil || len(l.SupportedKinds) != 0 {
+					t.Errorf("Gateway %s listener invalid: supportedKinds %v, want an empty list", gw, l.SupportedKinds)
+				}
+				if got := conditions(l.Conditions[:1]); got != "Accepted=False/UnsupportedProtocol" {
+					t.Errorf("Gateway %s listener invalid: %s", gw, got)
+				}
+			case "http":
+				if len(l.SupportedKinds) != 1 || l.SupportedKinds[0].Kind != "HTTPRoute" {
+					t.Errorf("Gateway %s listener http: supportedKinds %v, want HTTPRoute", gw, l.SupportedKinds)
+				}
+			}
+		}
+	}
+}
