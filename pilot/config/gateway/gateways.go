@@ -166,7 +166,7 @@ func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networki
 		return nil, gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows Gateways of %s to refer to Secret %s", ns, gw.Namespace, ref.Name)
 	}
 	if t.in.Secret != nil && !t.in.Secret(ns, string(ref.Name)) {
-		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s not found", ns, ref.Name)
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s not found or not a valid certificate and key", ns, ref.Name)
 	}
 	name := string(ref.Name)
 	if ns != gw.Namespace {
