@@ -61,7 +61,7 @@ func (t *translator) attachRoute(r *gwv1.HTTPRoute, order int, resolved, accepte
 // NoMatchingListenerHostname.
 func (t *translator) attachToGateway(r *gwv1.HTTPRoute, ref gwv1.ParentReference, gw *gatewayState, gen int64) (metav1.Condition, []attachment) {
 	var out []attachment
-	matched, allowed := false, false
+	matched, allowed, attached := false, false, false
 	for _, l := range gw.listeners {
 		if ref.SectionName != nil && *ref.SectionName != l.spec.Name {
 			continue
@@ -70,7 +70,7 @@ func (t *translator) attachToGateway(r *gwv1.HTTPRoute, ref gwv1.ParentReference
 			continue
 		}
 		matched = true
-		if !l.valid || !l.allowsRoute(r.Namespace, t.in.namespaceLabels) {
+		if !l.allowsRoute(r.Namespace, t.in.namespaceLabels) {
 			continue
 		}
 		allowed = true
@@ -78,12 +78,19 @@ func (t *translator) attachToGateway(r *gwv1.HTTPRoute, ref gwv1.ParentReference
 		if len(hosts) == 0 {
 			continue
 		}
+		// Attachment depends only on allowedRoutes, parentRefs and
+		// hostnames: a route on a listener that is not valid (a
+		// certificateRef unresolved, a conflict) is attached and
+		// counted, but no server carries it.
 		l.status.AttachedRoutes++
-		out = append(out, attachment{l: l, hosts: hosts})
+		attached = true
+		if l.valid {
+			out = append(out, attachment{l: l, hosts: hosts})
+		}
 	}
 	typ := string(gwv1.RouteConditionAccepted)
 	switch {
-	case len(out) > 0:
+	case attached:
 		return cond(typ, true, string(gwv1.RouteReasonAccepted), "", gen), out
 	case !matched:
 		return cond(typ, false, string(gwv1.RouteReasonNoMatchingParent), describeRef(ref)+": no such listener", gen), nil

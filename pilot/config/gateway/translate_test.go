@@ -332,3 +332,37 @@ spec:
 		}
 	}
 }
+
+// TestAttachedToInvalidListener mirrors the conformance test
+// GatewayWithAttachedRoutes ("AttachedRoutes set even when Gateway has
+// unresolved refs"): a route attached to an HTTPS listener whose
+// certificateRef does not resolve is Accepted and counted in the
+// listener's attachedRoutes, its own missing backend makes it ResolvedRefs
+// False, and no VirtualService carries it (the listener has no server).
+func TestAttachedToInvalidListener(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: unresolved, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: tls, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: does-not-exist}]}}
+---
+`+httpRoute("default", "r", "{name: unresolved}", "", "{name: does-not-exist, port: 8080}"))
+	l := out.Gateways[types.NamespacedName{Namespace: "default", Name: "unresolved"}].Listeners[0]
+	if l.AttachedRoutes != 1 {
+		t.Errorf("attachedRoutes %d, want 1", l.AttachedRoutes)
+	}
+	if got := conditions(l.Conditions[1:3]); got != "Programmed=False/Invalid ResolvedRefs=False/InvalidCertificateRef" {
+		t.Errorf("listener: %s", got)
+	}
+	if got := routeConds(t, out, "default", "r"); got != "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound" {
+		t.Errorf("route: %s", got)
+	}
+	for _, c := range out.Configs {
+		if c.Kind == model.KindVirtualService {
+			t.Errorf("VirtualService %s made for a listener without a server", c.Name)
+		}
+	}
+}
