@@ -50,7 +50,9 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	if s.secrets != nil {
 		// Kept current by the Secret informer, which resyncs c
 		// (onSecretChange); without credentials nothing is checked.
-		secret = func(ns, name string) bool { return gateway.CertificateError(s.secrets.Snapshot().Secret(ns, name)) == nil }
+		secret = func(ns, name string) bool {
+			return gateway.CertificateError(s.secrets.Snapshot().Secret(ns, name)) == nil
+		}
 	}
 	c, err := gateway.NewController(gateway.Options{
 		Client: client, Store: k.gatewayStore, OnChange: k.onConfigChange,

@@ -101,6 +101,9 @@ func TestGatewayAPIConformance(t *testing.T) {
 		ConfigurableOptions: suite.ConfigurableOptions{
 			GatewayClassName:     gateway.ClassName,
 			CleanupBaseResources: false, // the API server is thrown away
+			// Each test's objects go with it: the ReferenceGrants of one
+			// would otherwise open what the next expects closed.
+			CleanupTestResources: true,
 			SkipTests:            sets.List(sets.KeySet(noTraffic)),
 			TimeoutConfig:        timeouts(),
 			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},

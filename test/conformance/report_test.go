@@ -124,4 +124,3 @@ func countAll(m map[string][]string) int {
 	}
 	return n
 }
-
