@@ -116,7 +116,7 @@ func SupportedFeatures() []string {
 		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
-		"HTTPRouteRequestTimeout",
+		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort",
 	}
 	slices.Sort(f)
 	return f

@@ -366,3 +366,31 @@ spec:
 		}
 	}
 }
+
+// TestParentRefSectionNameAndPort mirrors the conformance test
+// HTTPRouteInvalidParentRefSectionNameNotMatchingPort (feature
+// HTTPRouteParentRefPort): a parentRef whose sectionName names a listener
+// and whose port is not that listener's matches no parent, and nothing
+// attaches; with the listener's port it attaches.
+func TestParentRefSectionNameAndPort(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+`+httpRoute("default", "mismatch", "{name: gw, sectionName: http, port: 81}", "", "{name: web, port: 8080}")+`---
+`+httpRoute("default", "match", "{name: gw, sectionName: http, port: 80}", "", "{name: web, port: 8080}"))
+	if got := routeConds(t, out, "default", "mismatch"); got != "Accepted=False/NoMatchingParent ResolvedRefs=True/ResolvedRefs" {
+		t.Errorf("mismatch: %s", got)
+	}
+	if got := routeConds(t, out, "default", "match"); got != "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs" {
+		t.Errorf("match: %s", got)
+	}
+	if n := out.Gateways[types.NamespacedName{Namespace: "default", Name: "gw"}].Listeners[0].AttachedRoutes; n != 1 {
+		t.Errorf("attachedRoutes %d, want 1 (the matching route only)", n)
+	}
+}
