@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,53 +97,100 @@ func TestGatewayAPIConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res := &results{byName: map[string]result{}}
-	cs, err := suite.NewConformanceTestSuite(suite.ConformanceOptions{
-		ConfigurableOptions: suite.ConfigurableOptions{
-			GatewayClassName:     gateway.ClassName,
-			CleanupBaseResources: false, // the API server is thrown away
-			// Each test's objects go with it: the ReferenceGrants of one
-			// would otherwise open what the next expects closed.
-			CleanupTestResources: true,
-			SkipTests:            sets.List(sets.KeySet(noTraffic)),
-			TimeoutConfig:        timeouts(),
-			ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
-			Implementation: confv1.Implementation{
-				Organization: "meshpilot", Project: "meshpilot",
-				URL: "https://github.com/meshpilot/meshpilot", Version: "main",
-				Contact: []string{"@meshpilot/maintainers"},
+	options := func(skip []string, rt roundtripper.RoundTripper, res *results) suite.ConformanceOptions {
+		return suite.ConformanceOptions{
+			ConfigurableOptions: suite.ConfigurableOptions{
+				GatewayClassName:     gateway.ClassName,
+				CleanupBaseResources: false, // the API server is thrown away
+				// Each test's objects go with it: the ReferenceGrants of one
+				// would otherwise open what the next expects closed.
+				CleanupTestResources: true,
+				SkipTests:            skip,
+				TimeoutConfig:        timeouts(),
+				ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+				Implementation: confv1.Implementation{
+					Organization: "meshpilot", Project: "meshpilot",
+					URL: "https://github.com/meshpilot/meshpilot", Version: "main",
+					Contact: []string{"@meshpilot/maintainers"},
+				},
 			},
-		},
-		Client:       c,
-		Clientset:    env.Clientset(),
-		RestConfig:   env.Config(),
-		RoundTripper: noDataPlane{},
-		ManifestFS:   []fs.FS{&conformance.Manifests},
-		Hook:         res.record,
-	})
+			Client:       c,
+			Clientset:    env.Clientset(),
+			RestConfig:   env.Config(),
+			RoundTripper: rt,
+			ManifestFS:   []fs.FS{&conformance.Manifests},
+			Hook:         res.record,
+		}
+	}
+
+	// The suite, as an implementation runs it for its report, minus the
+	// tests that send requests. t.Run returns once its parallel tests are
+	// done too, and the suite's cleanup has run (Report waits for it).
+	res := &results{byName: map[string]result{}}
+	cs, err := suite.NewConformanceTestSuite(options(sets.List(sets.KeySet(noTraffic)), noDataPlane{}, res))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Registered before Run: cleanups run last first, so this one runs
-	// after the suite's parallel tests and after Run's own cleanup, which
-	// Report waits for.
-	t.Cleanup(func() {
-		report, err := cs.Report()
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		if *reportDir == "" {
-			return
-		}
-		if err := writeReports(*reportDir, report, res, cs.SupportedFeatures, time.Since(start)); err != nil {
-			t.Error(err)
+	t.Run("suite", func(t *testing.T) {
+		cs.Setup(t, tests.ConformanceTests)
+		if err := cs.Run(t, tests.ConformanceTests); err != nil {
+			t.Fatal(err)
 		}
 	})
-	cs.Setup(t, tests.ConformanceTests)
-	if err := cs.Run(t, tests.ConformanceTests); err != nil {
+	report, err := cs.Report()
+	if err != nil {
 		t.Fatal(err)
 	}
+
+	// The status checks of the tests that mix status and requests: each
+	// such test runs whole, except that every subtest sending a request
+	// is skipped at its first request. These results stay out of the
+	// suite's report (which lists the tests as skipped); the summary gives
+	// them apart.
+	mixed := &results{byName: map[string]result{}}
+	skipper := &skipRequests{skipped: map[string][]string{}}
+	var mixedTests []suite.ConformanceTest
+	for _, ct := range tests.ConformanceTests {
+		if noTraffic[ct.ShortName] == reqMixed {
+			mixedTests = append(mixedTests, ct)
+		}
+	}
+	cs2, err := suite.NewConformanceTestSuite(options(nil, skipper, mixed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs2.ControllerName, cs2.Applier = cs.ControllerName, cs.Applier
+	t.Run("status-of-mixed-tests", func(t *testing.T) {
+		if err := cs2.Run(t, mixedTests); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if *reportDir != "" {
+		if err := writeReports(*reportDir, report, res, mixed, skipper, cs.SupportedFeatures, time.Since(start)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// skipRequests skips, at its first request, every subtest that sends one:
+// what runs of a test is its status checks.
+type skipRequests struct {
+	mu      sync.Mutex
+	skipped map[string][]string // test -> subtests skipped
+}
+
+// CaptureRoundTrip implements roundtripper.RoundTripper. The suite calls it
+// on the goroutine of the (sub)test sending the request.
+func (s *skipRequests) CaptureRoundTrip(r roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
+	name := r.T.Name()
+	parts := strings.SplitN(name, "/", 4) // TestX/status-of-mixed-tests/Test/sub...
+	s.mu.Lock()
+	if len(parts) >= 3 {
+		s.skipped[parts[2]] = append(s.skipped[parts[2]], name)
+	}
+	s.mu.Unlock()
+	r.T.Skipf("no data plane: request to %s not sent", r.URL.String())
+	return nil, nil, errors.New("unreachable")
 }
 
 // timeouts are the suite's, shortened: meshpilot writes status within

@@ -23,7 +23,10 @@ const (
 // writeReports writes the suite's ConformanceReport (YAML) and a markdown
 // summary of it: supported features, then the tests passed, failed,
 // skipped with their reason, and not run for want of a feature.
-func writeReports(dir string, report *confv1.ConformanceReport, res *results, supported suite.FeaturesSet, took time.Duration) error {
+//
+// mixed holds the results of the status part of the tests that mix status
+// checks and requests (run apart, their request subtests skipped).
+func writeReports(dir string, report *confv1.ConformanceReport, res, mixed *results, skipper *skipRequests, supported suite.FeaturesSet, took time.Duration) error {
 	raw, err := yaml.Marshal(report)
 	if err != nil {
 		return fmt.Errorf("conformance report: %w", err)
@@ -100,6 +103,22 @@ func writeReports(dir string, report *confv1.ConformanceReport, res *results, su
 	for _, l := range skip {
 		fmt.Fprintf(&b, "%s\n", l)
 	}
+	fmt.Fprintf(&b, "\n## Status part of the skipped tests that mix status and requests\n\n"+
+		"Run apart, after the suite, outside its report: the whole test, except that each subtest\n"+
+		"sending a request is skipped at its first request. What remains is the test's own status\n"+
+		"checks (Gateway and route conditions, attachedRoutes, parents).\n\n| Test | Status checks | Request subtests skipped |\n|---|---|---|\n")
+	mixed.mu.Lock()
+	skipper.mu.Lock()
+	var mixedNames []string
+	for n := range mixed.byName {
+		mixedNames = append(mixedNames, n)
+	}
+	slices.Sort(mixedNames)
+	for _, n := range mixedNames {
+		fmt.Fprintf(&b, "| %s | %s | %d |\n", n, mixed.byName[n], len(slices.Compact(slices.Sorted(slices.Values(skipper.skipped[n])))))
+	}
+	skipper.mu.Unlock()
+	mixed.mu.Unlock()
 	fmt.Fprintf(&b, "\n## Not run: feature not supported (%d)\n\n| Missing features | Tests |\n|---|---|\n", countAll(unsupported))
 	keys := make([]string, 0, len(unsupported))
 	for k := range unsupported {

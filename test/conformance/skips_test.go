@@ -43,6 +43,7 @@ var noTraffic = map[string]string{
 	// Status checks and requests interleaved in the same subtests: the
 	// suite cannot run the status part alone.
 	"HTTPRouteHostnameIntersection":                     reqMixed,
+	"HTTPRouteListenerPortMatching":                     reqMixed,
 	"HTTPRouteInvalidBackendRefUnknownKind":             reqMixed,
 	"HTTPRouteInvalidCrossNamespaceBackendRef":          reqMixed,
 	"HTTPRouteInvalidNonExistentBackendRef":             reqMixed,
@@ -53,5 +54,5 @@ var noTraffic = map[string]string{
 
 const (
 	reqTraffic = "sends requests through the Gateway; no data plane runs here"
-	reqMixed   = "checks status, then sends requests in the same subtest; no data plane runs here, and the suite cannot run the status part alone"
+	reqMixed   = "checks status, then sends requests; no data plane runs here. Its status checks run apart (below)"
 )
