@@ -1,7 +1,6 @@
 package conformance_test
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"io/fs"
@@ -46,6 +45,9 @@ var reportDir = flag.String("report-dir", "", "directory to write gateway-api-co
 // pilot-discovery in Kubernetes mode, leading, on a real kube-apiserver and
 // etcd with the chart's Gateway API CRDs. Tests that send requests are
 // skipped (noTraffic); every other test of a supported feature must pass.
+// Then the tests that check status before sending requests run again,
+// apart, each subtest sending a request skipped: their status checks must
+// pass too. With -report-dir it writes the suite's report and a summary.
 func TestGatewayAPIConformance(t *testing.T) {
 	start := time.Now()
 	ctx := t.Context()
@@ -74,15 +76,11 @@ func TestGatewayAPIConformance(t *testing.T) {
 		return err
 	})
 	si := &standIn{cs: env.Clientset(), class: gateway.ClassName, log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
-	// Not t.Context: the suite's parallel tests run after this function
-	// returns, and the stand-in must outlive them.
-	standInCtx, stopStandIn := context.WithCancel(context.Background())
-	waitStandIn, err := si.run(standInCtx, gc)
+	waitStandIn, err := si.run(ctx, gc)
 	if err != nil {
-		stopStandIn()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stopStandIn(); waitStandIn() })
+	t.Cleanup(waitStandIn) // ctx is cancelled before cleanups run
 
 	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
