@@ -394,3 +394,53 @@ spec:
 		t.Errorf("attachedRoutes %d, want 1 (the matching route only)", n)
 	}
 }
+
+// TestZeroRequestTimeout mirrors the conformance test
+// HTTPRouteTimeoutRequest: timeouts.request "0s" disables the timeout; the
+// route is Accepted (it was UnsupportedValue: a 0s VirtualService timeout
+// fails validation) and its rule has no timeout, while 500ms is kept.
+func TestZeroRequestTimeout(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /request-timeout}}]
+    timeouts: {request: 500ms}
+    backendRefs: [{name: web, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /disable-request-timeout}}]
+    timeouts: {request: "0s"}
+    backendRefs: [{name: web, port: 8080}]
+`)
+	if got := routeConds(t, out, "default", "r"); got != "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs" {
+		t.Fatalf("route: %s", got)
+	}
+	timeouts := map[string]string{}
+	for _, c := range out.Configs {
+		if vs, ok := c.Spec.(*networking.VirtualService); ok {
+			for _, h := range vs.GetHttp() {
+				for _, m := range h.GetMatch() {
+					if p := m.GetUri().GetExact(); p != "" {
+						timeouts[p] = h.GetTimeout().AsDuration().String()
+						if h.GetTimeout() == nil {
+							timeouts[p] = "none"
+						}
+					}
+				}
+			}
+		}
+	}
+	if timeouts["/request-timeout"] != "500ms" || timeouts["/disable-request-timeout"] != "none" {
+		t.Errorf("timeouts by path: %v, want 500ms and none", timeouts)
+	}
+}
