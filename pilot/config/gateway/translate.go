@@ -113,7 +113,9 @@ func ClassStatus(gen int64) gwv1.GatewayClassStatus {
 func SupportedFeatures() []string {
 	f := []string{
 		"Gateway", "HTTPRoute", "ReferenceGrant",
-		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
+		// Not HTTPRoutePathRedirect: it includes ReplacePrefixMatch,
+		// which redirects do not support yet.
+		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort",
