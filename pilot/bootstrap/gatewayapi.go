@@ -56,13 +56,15 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	}
 	c, err := gateway.NewController(gateway.Options{
 		Client: client, Store: k.gatewayStore, OnChange: k.onConfigChange,
-		Service: k.registry.Service, Secret: secret, DomainSuffix: s.opts.Domain,
+		Service: k.registry.Service, Secret: secret, Namespaces: k.filter.Labels, DomainSuffix: s.opts.Domain,
 		QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst, Log: log,
 	})
 	if err != nil {
 		return err
 	}
 	k.gateway.Store(c)
+	// allowedRoutes namespace selectors depend on namespace labels.
+	k.filter.SubscribeLabels(c.Resync)
 	s.goServe("gateway-api", func() error { return c.Run(ctx) })
 	s.goServe("gateway-api-status", func() error {
 		return k.elector.Run(ctx, gatewayStatusLease, func(lctx context.Context) {
