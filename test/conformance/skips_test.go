@@ -28,9 +28,9 @@ var noTraffic = map[string]string{
 	"HTTPRouteRedirectScheme":                      reqTraffic,
 	"HTTPRouteRequestHeaderModifier":               reqTraffic,
 	"HTTPRouteBackendRequestHeaderModifier":        reqTraffic,
-	"HTTPRouteRequestMirror":                       reqTraffic,
-	"HTTPRouteRequestMultipleMirrors":              reqTraffic,
-	"HTTPRouteRequestPercentageMirror":             reqTraffic,
+	"HTTPRouteRequestMirror":                       reqLogs,
+	"HTTPRouteRequestMultipleMirrors":              reqLogs,
+	"HTTPRouteRequestPercentageMirror":             reqLogs,
 	"HTTPRouteResponseHeaderModifier":              reqTraffic,
 	"HTTPRouteRewriteHost":                         reqTraffic,
 	"HTTPRouteRewritePath":                         reqTraffic,
@@ -40,19 +40,18 @@ var noTraffic = map[string]string{
 	"HTTPRouteTimeoutBackendRequest":               reqTraffic,
 	"HTTPRouteWeight":                              reqTraffic,
 	"HTTPRouteRequestHeaderModifierBackendWeights": reqTraffic,
-	// Status checks and requests interleaved in the same subtests: the
-	// suite cannot run the status part alone.
-	"HTTPRouteHostnameIntersection":                     reqMixed,
-	"HTTPRouteListenerPortMatching":                     reqMixed,
-	"HTTPRouteInvalidBackendRefUnknownKind":             reqMixed,
-	"HTTPRouteInvalidCrossNamespaceBackendRef":          reqMixed,
-	"HTTPRouteInvalidNonExistentBackendRef":             reqMixed,
-	"HTTPRouteInvalidReferenceGrant":                    reqMixed,
-	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant": reqMixed,
-	"HTTPRouteReferenceGrant":                           reqMixed,
+	// Status checks, then requests.
+	"HTTPRouteHostnameIntersection":                     reqTraffic,
+	"HTTPRouteListenerPortMatching":                     reqTraffic,
+	"HTTPRouteInvalidBackendRefUnknownKind":             reqTraffic,
+	"HTTPRouteInvalidCrossNamespaceBackendRef":          reqTraffic,
+	"HTTPRouteInvalidNonExistentBackendRef":             reqTraffic,
+	"HTTPRouteInvalidReferenceGrant":                    reqTraffic,
+	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant": reqTraffic,
+	"HTTPRouteReferenceGrant":                           reqTraffic,
 }
 
 const (
-	reqTraffic = "sends requests through the Gateway; no data plane runs here"
-	reqMixed   = "checks status, then sends requests; no data plane runs here. Its status checks run apart (below)"
+	reqLogs    = "sends requests and reads the mirror backend's logs for them; no data plane or backend runs here"
+	reqTraffic = "sends requests through the Gateway; no data plane runs here. Its status checks run apart (below)"
 )
