@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -86,14 +87,18 @@ func TestGatewayAPIConformance(t *testing.T) {
 	opts.KubeRestConfig = env.Config()
 	bootstraptest.Start(t, opts)
 
-	c, err := client.New(env.Config(), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, install := range []func(*runtime.Scheme) error{gwv1.Install, v1beta1.Install, v1alpha2.Install, apiextensionsv1.AddToScheme} {
-		if err := install(c.Scheme()); err != nil {
+	// The suite's own scheme: the default one is client-go's global,
+	// which pilot-discovery reads while it runs.
+	scheme := runtime.NewScheme()
+	for _, install := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, gwv1.Install, v1beta1.Install, v1alpha2.Install, apiextensionsv1.AddToScheme} {
+		if err := install(scheme); err != nil {
 			t.Fatal(err)
 		}
+	}
+	clientOpts := client.Options{Scheme: scheme}
+	c, err := client.New(env.Config(), clientOpts)
+	if err != nil {
+		t.Fatal(err)
 	}
 	options := func(skip []string, rt roundtripper.RoundTripper, res *results) suite.ConformanceOptions {
 		return suite.ConformanceOptions{
@@ -112,12 +117,13 @@ func TestGatewayAPIConformance(t *testing.T) {
 					Contact: []string{"@meshpilot/maintainers"},
 				},
 			},
-			Client:       c,
-			Clientset:    env.Clientset(),
-			RestConfig:   env.Config(),
-			RoundTripper: rt,
-			ManifestFS:   []fs.FS{&conformance.Manifests},
-			Hook:         res.record,
+			Client:        c,
+			ClientOptions: clientOpts,
+			Clientset:     env.Clientset(),
+			RestConfig:    env.Config(),
+			RoundTripper:  rt,
+			ManifestFS:    []fs.FS{&conformance.Manifests},
+			Hook:          res.record,
 		}
 	}
 
