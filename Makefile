@@ -22,7 +22,7 @@ GOLDEN_PKGS := ./pilot/networking/gateway ./pilot/networking/cluster ./pilot/net
 	./pilot/config/gateway
 GOLDEN_TESTS := TestGolden|TestTLSRouteGolden|TestDocUpToDate
 
-.PHONY: all build run test testenv lint bench bench-smoke fmt clean crds chart-lint load fuzz golden
+.PHONY: all build run test testenv lint bench bench-smoke fmt clean crds chart-lint load fuzz golden conformance conformance-check
 
 all: build
 
@@ -50,6 +50,7 @@ run: build
 test:
 	time $(MAKE) -j2 --output-sync=target testenv lint
 	time hack/testenv.sh exec $(GO) test -count=1 -race -timeout 30m ./...
+	time $(MAKE) conformance-check
 	time $(MAKE) bench-smoke
 	time $(MAKE) fuzz FUZZ_FRESH=1
 
@@ -81,6 +82,19 @@ fuzz:
 	@for p in $(FUZZ_PKGS); do $(GO) test -c -o /dev/null -fuzz . $$p || exit 1; done
 	@printf '%s\n' $(FUZZ_TARGETS) | GO=$(GO) xargs -P $(FUZZJOBS) -I{} hack/fuzz-one.sh {} $(FUZZTIME)
 
+## conformance: the Gateway API project's conformance suite against
+## pilot-discovery on its own API server (test/conformance, a module of its
+## own so the main one stays free of controller-runtime); writes
+## docs/gateway-api-conformance.md and the suite's YAML report next to it.
+## conformance-check (make test) runs it under -race, writing nothing.
+CONFORMANCE_RUN = cd test/conformance && ../../hack/testenv.sh exec $(GO) test -count=1 -timeout 15m -run '^TestGatewayAPIConformance$$'
+conformance: testenv
+	$(CONFORMANCE_RUN) . -args -report-dir $(CURDIR)/docs
+	@grep -m1 'passed,' docs/gateway-api-conformance.md
+
+conformance-check:
+	$(CONFORMANCE_RUN) -race .
+
 ## golden: rewrite every golden file from the current code (go test -update on
 ## GOLDEN_TESTS), delete stale ones, then show what changed for review.
 golden:
@@ -108,6 +122,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet -race ./...
+	cd test/conformance && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -68,6 +68,10 @@ func (k *kubeSources) onSecretChange(namespace, name string) {
 	s.log.Debug("secret changed", "namespace", namespace, "name", name)
 	s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger,
 		model.ConfigKey{Kind: model.KindSecret, Name: name, Namespace: namespace}))
+	if gw := k.gateway.Load(); gw != nil {
+		// Listeners' certificateRefs depend on Secrets.
+		gw.Resync()
+	}
 }
 
 // onAccessDecision pushes SDS to the gateways reading the credentials of

@@ -47,15 +47,25 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway api client: %w", err)
 	}
+	var secret func(ns, name string) bool
+	if s.secrets != nil {
+		// Kept current by the Secret informer, which resyncs c
+		// (onSecretChange); without credentials nothing is checked.
+		secret = func(ns, name string) bool {
+			return gateway.CertificateError(s.secrets.Snapshot().Secret(ns, name)) == nil
+		}
+	}
 	c, err := gateway.NewController(gateway.Options{
 		Client: client, Store: k.gatewayStore, OnChange: k.onConfigChange,
-		Service: k.registry.Service, DomainSuffix: s.opts.Domain,
+		Service: k.registry.Service, Secret: secret, Namespaces: k.filter.Labels, DomainSuffix: s.opts.Domain,
 		QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst, Log: log,
 	})
 	if err != nil {
 		return err
 	}
 	k.gateway.Store(c)
+	// allowedRoutes namespace selectors depend on namespace labels.
+	k.filter.SubscribeLabels(c.Resync)
 	s.goServe("gateway-api", func() error { return c.Run(ctx) })
 	s.goServe("gateway-api-status", func() error {
 		return k.elector.Run(ctx, gatewayStatusLease, func(lctx context.Context) {
@@ -83,7 +93,7 @@ func (s *Server) withGatewayAPI(snap *file.Snapshot) []model.Config {
 	}
 	secrets := map[[2]string]bool{}
 	for _, sec := range snap.Secrets {
-		secrets[[2]string{sec.Namespace, sec.Name}] = true
+		secrets[[2]string{sec.Namespace, sec.Name}] = gateway.CertificateError(sec) == nil
 	}
 	in.Service = func(host string) *model.Service { return byHost[host] }
 	in.Secret = func(ns, name string) bool { return secrets[[2]string{ns, name}] }

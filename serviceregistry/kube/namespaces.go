@@ -20,6 +20,7 @@ type NamespaceFilter struct {
 	selectors []labels.Selector
 	labels    map[string]map[string]string
 	subs      []func()
+	labelSubs []func()
 }
 
 // NewNamespaceFilter returns a filter that selects every namespace.
@@ -86,11 +87,29 @@ func (f *NamespaceFilter) Subscribe(fn func()) {
 	f.subs = append(f.subs, fn)
 }
 
+// Labels returns the labels of namespace name as last seen (nil if
+// unknown); the caller must not modify them.
+func (f *NamespaceFilter) Labels(name string) map[string]string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.labels[name]
+}
+
+// SubscribeLabels registers fn, called (from the caller of OnNamespace)
+// whenever a namespace's labels changed, or it came or went.
+func (f *NamespaceFilter) SubscribeLabels(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.labelSubs = append(f.labelSubs, fn)
+}
+
 // OnNamespace records a namespace's labels (ns nil with deleted name to
-// remove it) and notifies subscribers when its selection changed.
+// remove it) and notifies subscribers when its selection changed, and
+// label subscribers when its labels did.
 func (f *NamespaceFilter) OnNamespace(name string, ns *corev1.Namespace) {
 	f.mu.Lock()
 	before := f.selectedLocked(name)
+	old, known := f.labels[name]
 	if ns == nil {
 		delete(f.labels, name)
 	} else {
@@ -100,10 +119,14 @@ func (f *NamespaceFilter) OnNamespace(name string, ns *corev1.Namespace) {
 		}
 	}
 	after := f.selectedLocked(name)
-	subs := f.subs
+	cur, present := f.labels[name]
+	subs, labelSubs := f.subs, f.labelSubs
 	f.mu.Unlock()
 	if before != after {
 		notify(subs)
+	}
+	if known != present || !maps.Equal(old, cur) {
+		notify(labelSubs)
 	}
 }
 

@@ -80,7 +80,7 @@ func (t *translator) attachRoute(r *route, order int, resolved, accepted metav1.
 // NoMatchingListenerHostname.
 func (t *translator) attachToGateway(r *route, ref gwv1.ParentReference, gw *gatewayState, gen int64) (metav1.Condition, []attachment) {
 	var out []attachment
-	matched, allowed := false, false
+	matched, allowed, attached := false, false, false
 	for _, l := range gw.listeners {
 		if ref.SectionName != nil && *ref.SectionName != l.spec.Name {
 			continue
@@ -89,7 +89,7 @@ func (t *translator) attachToGateway(r *route, ref gwv1.ParentReference, gw *gat
 			continue
 		}
 		matched = true
-		if !l.valid || !l.allowsKind(r.kind) || !l.allowsRoute(r.Namespace, t.in.namespaceLabels) {
+		if !l.allowsKind(r.kind) || !l.allowsRoute(r.Namespace, t.in.namespaceLabels) {
 			continue
 		}
 		allowed = true
@@ -97,12 +97,19 @@ func (t *translator) attachToGateway(r *route, ref gwv1.ParentReference, gw *gat
 		if len(hosts) == 0 {
 			continue
 		}
+		// Attachment depends only on allowedRoutes, parentRefs and
+		// hostnames: a route on a listener that is not valid (a
+		// certificateRef unresolved, a conflict) is attached and
+		// counted, but no server carries it.
 		l.status.AttachedRoutes++
-		out = append(out, attachment{l: l, hosts: hosts})
+		attached = true
+		if l.valid {
+			out = append(out, attachment{l: l, hosts: hosts})
+		}
 	}
 	typ := string(gwv1.RouteConditionAccepted)
 	switch {
-	case len(out) > 0:
+	case attached:
 		return cond(typ, true, string(gwv1.RouteReasonAccepted), "", gen), out
 	case !matched:
 		return cond(typ, false, string(gwv1.RouteReasonNoMatchingParent), describeRef(ref)+": no such listener", gen), nil

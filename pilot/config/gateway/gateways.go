@@ -90,6 +90,10 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 				fmt.Sprintf("protocol %s is not supported", ls.Protocol), gen)
 		}
 		kinds, badKinds := supportedKinds(ls)
+		if accepted.Status == metav1.ConditionFalse && accepted.Reason == string(gwv1.ListenerReasonUnsupportedProtocol) {
+			// No route kind attaches to a protocol not served.
+			kinds, badKinds = []gwv1.RouteGroupKind{}, ""
+		}
 		lst.SupportedKinds = kinds
 		if badKinds != "" && resolved.Status == metav1.ConditionTrue {
 			resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
@@ -179,7 +183,7 @@ func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networki
 		return nil, gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows Gateways of %s to refer to Secret %s", ns, gw.Namespace, ref.Name)
 	}
 	if t.in.Secret != nil && !t.in.Secret(ns, string(ref.Name)) {
-		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s not found", ns, ref.Name)
+		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s not found or not a valid certificate and key", ns, ref.Name)
 	}
 	name := string(ref.Name)
 	if ns != gw.Namespace {

@@ -49,7 +49,8 @@ type Input struct {
 	Namespaces func(name string) map[string]string
 	// Service returns the service of a hostname, nil if none.
 	Service func(hostname string) *model.Service
-	// Secret reports whether a Secret exists (certificateRefs).
+	// Secret reports whether a Secret exists and holds a usable certificate
+	// (certificateRefs; see CertificateError); nil: not checked.
 	Secret func(namespace, name string) bool
 	// DomainSuffix is the cluster domain; "" is cluster.local.
 	DomainSuffix string

@@ -83,11 +83,14 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 			}
 			if d != nil {
 				dur, err := time.ParseDuration(string(*d))
-				if err != nil {
+				switch {
+				case err != nil:
 					unsupported(fmt.Sprintf("rules[%d].timeouts: %v", ri, err))
-				} else {
+				case dur > 0:
 					base.Timeout = durationpb.New(dur)
 				}
+				// Zero disables the timeout, as a route without one
+				// has (and VirtualService validation refuses 0s).
 			}
 		}
 		if rl.Retry != nil {

@@ -181,10 +181,12 @@ func ClassStatus(gen int64) gwv1.GatewayClassStatus {
 func SupportedFeatures() []string {
 	f := []string{
 		"Gateway", "HTTPRoute", "ReferenceGrant", "GRPCRoute", "TLSRoute", "TLSRouteModeTerminate", "TCPRoute",
-		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching", "HTTPRoutePathRedirect",
+		// Not HTTPRoutePathRedirect: it includes ReplacePrefixMatch,
+		// which redirects do not support yet.
+		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
-		"HTTPRouteRequestTimeout", "HTTPRouteCORS", "HTTPRouteRetry",
+		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort", "HTTPRouteCORS", "HTTPRouteRetry",
 	}
 	slices.Sort(f)
 	return f

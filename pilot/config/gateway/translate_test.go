@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -283,5 +284,203 @@ spec:
 				}
 			}
 		})
+	}
+}
+
+// TestUnsupportedProtocolNoKinds mirrors the conformance test
+// GatewayListenerUnsupportedProtocol: a listener whose protocol is not
+// served is not Accepted (UnsupportedProtocol) and lists no supportedKinds;
+// the Gateway is Accepted (ListenersNotValid) while one listener is valid,
+// and not Accepted when none is.
+func TestUnsupportedProtocolNoKinds(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: mixed, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - {name: invalid, port: 81, protocol: example.com/unsupported}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: only, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: invalid, port: 81, protocol: example.com/unsupported}
+`)
+	for gw, accepted := range map[string]string{"mixed": "Accepted=True/ListenersNotValid", "only": "Accepted=False/ListenersNotValid"} {
+		st := out.Gateways[types.NamespacedName{Namespace: "default", Name: gw}]
+		if got := conditions(st.Conditions[:1]); got != accepted {
+			t.Errorf("Gateway %s: %s, want %s", gw, got, accepted)
+		}
+		for _, l := range st.Listeners {
+			switch l.Name {
+			case "invalid":
+				if l.SupportedKinds == nil || len(l.SupportedKinds) != 0 {
+					t.Errorf("Gateway %s listener invalid: supportedKinds %v, want an empty list", gw, l.SupportedKinds)
+				}
+				if got := conditions(l.Conditions[:1]); got != "Accepted=False/UnsupportedProtocol" {
+					t.Errorf("Gateway %s listener invalid: %s", gw, got)
+				}
+			case "http":
+				var kinds []string
+				for _, k := range l.SupportedKinds {
+					kinds = append(kinds, string(k.Kind))
+				}
+				if !slices.Equal(kinds, []string{"HTTPRoute", "GRPCRoute"}) {
+					t.Errorf("Gateway %s listener http: supportedKinds %v, want HTTPRoute and GRPCRoute", gw, kinds)
+				}
+			}
+		}
+	}
+}
+
+// TestAttachedToInvalidListener mirrors the conformance test
+// GatewayWithAttachedRoutes ("AttachedRoutes set even when Gateway has
+// unresolved refs"): a route attached to an HTTPS listener whose
+// certificateRef does not resolve is Accepted and counted in the
+// listener's attachedRoutes, its own missing backend makes it ResolvedRefs
+// False, and no VirtualService carries it (the listener has no server).
+func TestAttachedToInvalidListener(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: unresolved, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: tls, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: does-not-exist}]}}
+---
+`+httpRoute("default", "r", "{name: unresolved}", "", "{name: does-not-exist, port: 8080}"))
+	l := out.Gateways[types.NamespacedName{Namespace: "default", Name: "unresolved"}].Listeners[0]
+	if l.AttachedRoutes != 1 {
+		t.Errorf("attachedRoutes %d, want 1", l.AttachedRoutes)
+	}
+	if got := conditions(l.Conditions[1:3]); got != "Programmed=False/Invalid ResolvedRefs=False/InvalidCertificateRef" {
+		t.Errorf("listener: %s", got)
+	}
+	if got := routeConds(t, out, "default", "r"); got != "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound" {
+		t.Errorf("route: %s", got)
+	}
+	for _, c := range out.Configs {
+		if c.Kind == model.KindVirtualService {
+			t.Errorf("VirtualService %s made for a listener without a server", c.Name)
+		}
+	}
+}
+
+// TestParentRefSectionNameAndPort mirrors the conformance test
+// HTTPRouteInvalidParentRefSectionNameNotMatchingPort (feature
+// HTTPRouteParentRefPort): a parentRef whose sectionName names a listener
+// and whose port is not that listener's matches no parent, and nothing
+// attaches; with the listener's port it attaches.
+func TestParentRefSectionNameAndPort(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+`+httpRoute("default", "mismatch", "{name: gw, sectionName: http, port: 81}", "", "{name: web, port: 8080}")+`---
+`+httpRoute("default", "match", "{name: gw, sectionName: http, port: 80}", "", "{name: web, port: 8080}"))
+	if got := routeConds(t, out, "default", "mismatch"); got != "Accepted=False/NoMatchingParent ResolvedRefs=True/ResolvedRefs" {
+		t.Errorf("mismatch: %s", got)
+	}
+	if got := routeConds(t, out, "default", "match"); got != "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs" {
+		t.Errorf("match: %s", got)
+	}
+	if n := out.Gateways[types.NamespacedName{Namespace: "default", Name: "gw"}].Listeners[0].AttachedRoutes; n != 1 {
+		t.Errorf("attachedRoutes %d, want 1 (the matching route only)", n)
+	}
+}
+
+// TestZeroRequestTimeout mirrors the conformance test
+// HTTPRouteTimeoutRequest: timeouts.request "0s" disables the timeout; the
+// route is Accepted (it was UnsupportedValue: a 0s VirtualService timeout
+// fails validation) and its rule has no timeout, while 500ms is kept.
+func TestZeroRequestTimeout(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /request-timeout}}]
+    timeouts: {request: 500ms}
+    backendRefs: [{name: web, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /disable-request-timeout}}]
+    timeouts: {request: "0s"}
+    backendRefs: [{name: web, port: 8080}]
+`)
+	if got := routeConds(t, out, "default", "r"); got != "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs" {
+		t.Fatalf("route: %s", got)
+	}
+	timeouts := map[string]string{}
+	for _, c := range out.Configs {
+		if vs, ok := c.Spec.(*networking.VirtualService); ok {
+			for _, h := range vs.GetHttp() {
+				for _, m := range h.GetMatch() {
+					if p := m.GetUri().GetExact(); p != "" {
+						timeouts[p] = h.GetTimeout().AsDuration().String()
+						if h.GetTimeout() == nil {
+							timeouts[p] = "none"
+						}
+					}
+				}
+			}
+		}
+	}
+	if timeouts["/request-timeout"] != "500ms" || timeouts["/disable-request-timeout"] != "none" {
+		t.Errorf("timeouts by path: %v, want 500ms and none", timeouts)
+	}
+}
+
+// TestPathRedirectNotClaimed mirrors the conformance test
+// HTTPRouteRedirectPath, whose routes redirect with ReplacePrefixMatch:
+// that is UnsupportedValue here, so the feature it belongs to
+// (HTTPRoutePathRedirect) must not be in the GatewayClass's status.
+func TestPathRedirectNotClaimed(t *testing.T) {
+	out := translateYAML(t, `
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /original-prefix}}]
+    filters:
+    - type: RequestRedirect
+      requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /replacement-prefix}}
+`)
+	if got := routeConds(t, out, "default", "r"); !strings.HasPrefix(got, "Accepted=False/UnsupportedValue") {
+		t.Errorf("route: %s, want Accepted=False/UnsupportedValue", got)
+	}
+	for _, f := range gateway.SupportedFeatures() {
+		if f == "HTTPRoutePathRedirect" {
+			t.Error("HTTPRoutePathRedirect is claimed, but ReplacePrefixMatch redirects are not supported")
+		}
 	}
 }

@@ -1,0 +1,264 @@
+package conformance_test
+
+import (
+	"errors"
+	"flag"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/apis/v1alpha2"
+	"sigs.k8s.io/gateway-api/apis/v1beta1"
+	"sigs.k8s.io/gateway-api/conformance"
+	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
+	"sigs.k8s.io/gateway-api/conformance/tests"
+	"sigs.k8s.io/gateway-api/conformance/utils/config"
+	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
+	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/meshpilot/meshpilot/internal/kubetest"
+	"github.com/meshpilot/meshpilot/internal/testutil"
+	"github.com/meshpilot/meshpilot/pilot/bootstrap/bootstraptest"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
+)
+
+var reportDir = flag.String("report-dir", "", "directory to write gateway-api-conformance.md and its YAML report into (make conformance: docs)")
+
+// TestGatewayAPIConformance runs the Gateway API conformance suite
+// (GATEWAY-HTTP profile, the features GatewayClass istio reports) against
+// pilot-discovery in Kubernetes mode, leading, on a real kube-apiserver and
+// etcd with the chart's Gateway API CRDs. Tests that send requests are
+// skipped (noTraffic); every other test of a supported feature must pass.
+// Then the tests that check status before sending requests run again,
+// apart, each subtest sending a request skipped: their status checks must
+// pass too. With -report-dir it writes the suite's report and a summary.
+func TestGatewayAPIConformance(t *testing.T) {
+	start := time.Now()
+	ctx := t.Context()
+	// controller-runtime (the suite's client) logs nothing we read.
+	crlog.SetLogger(logr.Discard())
+	env := kubetest.Start(t)
+	// The test runs in test/conformance, a module of its own.
+	crds := filepath.Join("..", "..", "charts", "meshpilot", "crds", "gateway-api-standard.gen.yaml")
+	if err := kubetest.InstallCRDs(ctx, env.Config(), crds); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := gwclient.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// istiod creates its GatewayClass; pilot-discovery expects the chart
+	// or the user to.
+	testutil.EventuallyNoError(t, time.Minute, "create GatewayClass istio", func() error {
+		_, err := gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+			ObjectMeta: metav1.ObjectMeta{Name: gateway.ClassName},
+			Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	si := &standIn{cs: env.Clientset(), class: gateway.ClassName, log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	waitStandIn, err := si.run(ctx, gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(waitStandIn) // ctx is cancelled before cleanups run
+
+	opts := bootstraptest.Options(t)
+	opts.KubeRestConfig = env.Config()
+	bootstraptest.Start(t, opts)
+
+	// The suite's own scheme: the default one is client-go's global,
+	// which pilot-discovery reads while it runs.
+	scheme := runtime.NewScheme()
+	for _, install := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, gwv1.Install, v1beta1.Install, v1alpha2.Install, apiextensionsv1.AddToScheme} {
+		if err := install(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clientOpts := client.Options{Scheme: scheme}
+	c, err := client.New(env.Config(), clientOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	options := func(skip []string, rt roundtripper.RoundTripper, res *results) suite.ConformanceOptions {
+		return suite.ConformanceOptions{
+			ConfigurableOptions: suite.ConfigurableOptions{
+				GatewayClassName:     gateway.ClassName,
+				CleanupBaseResources: false, // the API server is thrown away
+				// Each test's objects go with it: the ReferenceGrants of one
+				// would otherwise open what the next expects closed.
+				CleanupTestResources: true,
+				SkipTests:            skip,
+				TimeoutConfig:        timeouts(),
+				ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+				Implementation: confv1.Implementation{
+					Organization: "meshpilot", Project: "meshpilot",
+					URL: "https://github.com/meshpilot/meshpilot", Version: "main",
+					Contact: []string{"@meshpilot/maintainers"},
+				},
+			},
+			Client:        c,
+			ClientOptions: clientOpts,
+			Clientset:     env.Clientset(),
+			RestConfig:    env.Config(),
+			RoundTripper:  rt,
+			ManifestFS:    []fs.FS{&conformance.Manifests},
+			Hook:          res.record,
+		}
+	}
+
+	// The suite, as an implementation runs it for its report, minus the
+	// tests that send requests. t.Run returns once its parallel tests are
+	// done too, and the suite's cleanup has run (Report waits for it).
+	res := &results{byName: map[string]result{}}
+	cs, err := suite.NewConformanceTestSuite(options(sets.List(sets.KeySet(noTraffic)), noDataPlane{}, res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("suite", func(t *testing.T) {
+		cs.Setup(t, tests.ConformanceTests)
+		if err := cs.Run(t, tests.ConformanceTests); err != nil {
+			t.Fatal(err)
+		}
+	})
+	report, err := cs.Report()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The status checks of the tests that mix status and requests: each
+	// such test runs whole, except that every subtest sending a request
+	// is skipped at its first request. These results stay out of the
+	// suite's report (which lists the tests as skipped); the summary gives
+	// them apart.
+	statusOnly := &results{byName: map[string]result{}}
+	skipper := &skipRequests{skipped: map[string][]string{}}
+	var statusTests []suite.ConformanceTest
+	for _, ct := range tests.ConformanceTests {
+		// Every test that sends requests checks status first; the mirror
+		// tests' other checks read backend logs, which cannot be skipped.
+		if r := noTraffic[ct.ShortName]; r == reqTraffic {
+			statusTests = append(statusTests, ct)
+		}
+	}
+	cs2, err := suite.NewConformanceTestSuite(options(nil, skipper, statusOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs2.ControllerName, cs2.Applier = cs.ControllerName, cs.Applier
+	t.Run("status-of-skipped-tests", func(t *testing.T) {
+		if err := cs2.Run(t, statusTests); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if *reportDir != "" {
+		if err := writeReports(*reportDir, report, res, statusOnly, skipper, cs.SupportedFeatures, time.Since(start)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// skipRequests skips, at its first request, every subtest that sends one:
+// what runs of a test is its status checks.
+type skipRequests struct {
+	mu      sync.Mutex
+	skipped map[string][]string // test -> subtests skipped
+}
+
+// CaptureRoundTrip implements roundtripper.RoundTripper. The suite calls it
+// on the goroutine of the (sub)test sending the request.
+func (s *skipRequests) CaptureRoundTrip(r roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
+	name := r.T.Name()
+	parts := strings.SplitN(name, "/", 4) // TestX/status-of-skipped-tests/Test/sub...
+	s.mu.Lock()
+	if len(parts) >= 3 {
+		s.skipped[parts[2]] = append(s.skipped[parts[2]], name)
+	}
+	s.mu.Unlock()
+	r.T.Skipf("no data plane: request to %s not sent", r.URL.String())
+	return nil, nil, errors.New("unreachable")
+}
+
+// timeouts are the suite's, shortened: meshpilot writes status within
+// about a second, so a status that is wrong fails in seconds, not minutes.
+func timeouts() config.TimeoutConfig {
+	tc := config.DefaultTimeoutConfig()
+	short := 15 * time.Second
+	tc.GatewayMustHaveAddress = short
+	tc.GatewayMustHaveCondition = short
+	tc.GatewayStatusMustHaveListeners = short
+	tc.GatewayListenersMustHaveConditions = short
+	tc.ListenerSetMustHaveCondition = short
+	tc.ListenerSetListenersMustHaveConditions = short
+	tc.GWCMustBeAccepted = 30 * time.Second
+	tc.HTTPRouteMustNotHaveParents = short
+	tc.HTTPRouteMustHaveCondition = short
+	tc.TLSRouteMustHaveCondition = short
+	tc.TCPRouteMustHaveCondition = short
+	tc.UDPRouteMustHaveCondition = short
+	tc.RouteMustHaveParents = short
+	tc.LatestObservedGenerationSet = short
+	tc.DefaultTestTimeout = short
+	tc.NamespacesMustBeReady = 30 * time.Second
+	tc.MaxTimeToConsistency = 5 * time.Second
+	tc.RequestTimeout = time.Second
+	tc.CreateTimeout = short
+	return tc
+}
+
+// noDataPlane refuses every request: nothing here carries traffic. A test
+// that sends one and is not in noTraffic fails, naming the request.
+type noDataPlane struct{}
+
+// CaptureRoundTrip implements roundtripper.RoundTripper.
+func (noDataPlane) CaptureRoundTrip(r roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
+	return nil, nil, errors.New("no data plane in this environment: request to " + r.URL.String() + " not sent (add the test to noTraffic)")
+}
+
+// result is how one conformance test ended.
+type result string
+
+const (
+	passed  result = "passed"
+	failed  result = "failed"
+	skipped result = "skipped"
+)
+
+// results collects each test's outcome from the suite's hook.
+type results struct {
+	mu     sync.Mutex
+	byName map[string]result
+}
+
+func (r *results) record(t *testing.T, test suite.ConformanceTest, _ *suite.ConformanceTestSuite) {
+	out := passed
+	switch {
+	case t.Failed():
+		out = failed
+	case t.Skipped():
+		out = skipped
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byName[test.ShortName] = out
+}

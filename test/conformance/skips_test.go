@@ -1,0 +1,57 @@
+package conformance_test
+
+// noTraffic names the conformance tests whose point is sending requests
+// through the Gateway. The test API server has no kubelet and no proxies,
+// so nothing carries traffic: these are skipped, each with its reason in
+// the report. A test not named here that sends a request fails (the
+// round tripper refuses every request), so the list cannot silently rot.
+var noTraffic = map[string]string{
+	"HTTPRoute303Redirect":                         reqTraffic,
+	"HTTPRoute307Redirect":                         reqTraffic,
+	"HTTPRoute308Redirect":                         reqTraffic,
+	"HTTPRouteCrossNamespace":                      reqTraffic,
+	"HTTPRouteExactPathMatching":                   reqTraffic,
+	"HTTPRouteHeaderMatching":                      reqTraffic,
+	"HTTPRouteHTTPSListener":                       reqTraffic,
+	"HTTPRouteListenerHostnameMatching":            reqTraffic,
+	"HTTPRouteMatching":                            reqTraffic,
+	"HTTPRouteMatchingAcrossRoutes":                reqTraffic,
+	"HTTPRouteMethodMatching":                      reqTraffic,
+	"HTTPRouteMultipleGateways":                    reqTraffic,
+	"HTTPRouteNoBackendRefs":                       reqTraffic,
+	"HTTPRoutePathMatchOrder":                      reqTraffic,
+	"HTTPRouteQueryParamMatching":                  reqTraffic,
+	"HTTPRouteRedirectHostAndStatus":               reqTraffic,
+	"HTTPRouteRedirectPath":                        reqTraffic,
+	"HTTPRouteRedirectPort":                        reqTraffic,
+	"HTTPRouteRedirectPortAndScheme":               reqTraffic,
+	"HTTPRouteRedirectScheme":                      reqTraffic,
+	"HTTPRouteRequestHeaderModifier":               reqTraffic,
+	"HTTPRouteBackendRequestHeaderModifier":        reqTraffic,
+	"HTTPRouteRequestMirror":                       reqLogs,
+	"HTTPRouteRequestMultipleMirrors":              reqLogs,
+	"HTTPRouteRequestPercentageMirror":             reqLogs,
+	"HTTPRouteResponseHeaderModifier":              reqTraffic,
+	"HTTPRouteRewriteHost":                         reqTraffic,
+	"HTTPRouteRewritePath":                         reqTraffic,
+	"HTTPRouteServiceTypes":                        reqTraffic,
+	"HTTPRouteSimpleSameNamespace":                 reqTraffic,
+	"HTTPRouteTimeoutRequest":                      reqTraffic,
+	"HTTPRouteTimeoutBackendRequest":               reqTraffic,
+	"HTTPRouteWeight":                              reqTraffic,
+	"HTTPRouteRequestHeaderModifierBackendWeights": reqTraffic,
+	// Status checks, then requests.
+	"HTTPRouteHostnameIntersection":                     reqTraffic,
+	"HTTPRouteListenerPortMatching":                     reqTraffic,
+	"HTTPRouteInvalidBackendRefUnknownKind":             reqTraffic,
+	"HTTPRouteInvalidCrossNamespaceBackendRef":          reqTraffic,
+	"HTTPRouteInvalidNonExistentBackendRef":             reqTraffic,
+	"HTTPRouteInvalidReferenceGrant":                    reqTraffic,
+	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant": reqTraffic,
+	"HTTPRouteReferenceGrant":                           reqTraffic,
+}
+
+const (
+	reqLogs    = "sends requests and reads the mirror backend's logs for them; no data plane or backend runs here"
+	reqTraffic = "sends requests through the Gateway; no data plane runs here. Its status checks run apart (below)"
+)
