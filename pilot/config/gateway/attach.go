@@ -14,6 +14,8 @@ import (
 type attachment struct {
 	l     *listener
 	hosts []string
+	// mesh is set instead of l for a route attached to a Service (mesh.go).
+	mesh *meshParent
 	// order is the route's place among routes (oldest first).
 	order int
 }
