@@ -22,13 +22,20 @@ type attachment struct {
 
 // attachRoute finds the listeners each parentRef of r (a Gateway of ours)
 // attaches it to, counts r in their attachedRoutes, and returns r's parent
-// statuses and its attachments. Parents that are not Gateways of ours get
-// no status: another controller owns them.
+// statuses and its attachments. A core Service parent makes r a mesh route
+// (attachToService). Other parents that are not Gateways of ours get no
+// status: another controller owns them.
 func (t *translator) attachRoute(r *gwv1.HTTPRoute, order int, resolved, accepted metav1.Condition) ([]gwv1.RouteParentStatus, []attachment) {
 	var parents []gwv1.RouteParentStatus
 	var out []attachment
 	gen := r.Generation
 	for _, ref := range r.Spec.ParentRefs {
+		if isMeshParent(ref) {
+			acc, atts := t.attachToService(r, ref, order, accepted)
+			out = append(out, atts...)
+			parents = append(parents, gwv1.RouteParentStatus{ParentRef: ref, ControllerName: ControllerName, Conditions: []metav1.Condition{acc, resolved}})
+			continue
+		}
 		if string(deref(ref.Group, Group)) != Group || string(deref(ref.Kind, KindGateway)) != KindGateway {
 			continue
 		}
