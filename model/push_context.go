@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -345,7 +346,12 @@ func (pc *PushContext) VisibleService(proxy *Proxy, hostname string) *Service {
 }
 
 // VirtualServicesFor returns the VirtualServices that apply to hostname for
-// sidecars (gateway "mesh"), exact host matches first, oldest first.
+// sidecars (gateway "mesh"), exact host matches first; within each, as
+// istiod orders them, those private to the proxy's namespace (exportTo
+// ["."]) first, then those exported to it by name, then public ones, each
+// oldest first. The first wins a host, so a consumer's route (a mesh
+// HTTPRoute in the client's namespace, exported to "." only) overrides
+// the producer's.
 func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Config {
 	var out []*Config
 	scope := pc.SidecarScope(proxy)
@@ -354,6 +360,8 @@ func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Conf
 			out = append(out, c)
 		}
 	}
+	sortByExport(out)
+	exact := len(out)
 	for _, c := range pc.vsWildcard {
 		vs := c.Spec.(*networking.VirtualService)
 		for _, h := range vs.GetHosts() {
@@ -363,7 +371,28 @@ func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Conf
 			}
 		}
 	}
+	sortByExport(out[exact:])
 	return out
+}
+
+// sortByExport orders visible VirtualServices, stably, by how they are
+// exported: private (exportTo ["."]), to named namespaces, public.
+func sortByExport(vss []*Config) {
+	if len(vss) < 2 {
+		return
+	}
+	rank := func(c *Config) int {
+		e := c.Spec.(*networking.VirtualService).GetExportTo()
+		switch {
+		case len(e) == 1 && e[0] == ".":
+			return 0
+		case len(e) == 0 || slices.Contains(e, "*"):
+			return 2
+		default:
+			return 1
+		}
+	}
+	slices.SortStableFunc(vss, func(a, b *Config) int { return rank(a) - rank(b) })
 }
 
 // VirtualServices returns every VirtualService, sorted by namespace and name.
