@@ -327,3 +327,55 @@ func TestMeshStatusOnAPIServer(t *testing.T) {
 		t.Errorf("store VirtualServices %v, want one mesh VirtualService", names)
 	}
 }
+
+// TestMeshConsumerOverridesProducer: reviews has a producer route (in
+// default: everything to reviews-v1) and a consumer route in team
+// (everything to reviews-v3). A client in team is routed by its own
+// namespace's route; productpage, in default, by the producer's.
+func TestMeshConsumerOverridesProducer(t *testing.T) {
+	in := reviewsMesh(t)
+	var gin gateway.Input
+	docs := `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: producer, namespace: default, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  parentRefs: [{group: "", kind: Service, name: reviews}]
+  rules: [{backendRefs: [{name: reviews-v1, port: 9080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: consumer, namespace: team, creationTimestamp: "2026-02-01T00:00:00Z"}
+spec:
+  parentRefs: [{group: "", kind: Service, name: reviews, namespace: default}]
+  rules: [{backendRefs: [{name: reviews-v3, namespace: default, port: 9080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: from-team, namespace: default}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: team}]
+  to: [{group: "", kind: Service}]
+`
+	if err := gin.DecodeAll([]byte(docs), "default"); err != nil {
+		t.Fatal(err)
+	}
+	gin.Service = serviceLookup(in.Services)
+	in.Configs = append(in.Configs, gateway.Translate(gin).Configs...)
+	push := in.PushContext()
+	cluster := func(proxy *model.Proxy) string {
+		rc := netroute.BuildRouteConfiguration(proxy, push, "9080", slog.New(slog.DiscardHandler))
+		nt.ValidateRecursively(t, rc)
+		for _, vh := range rc.VirtualHosts {
+			if vh.Name == "reviews.default.svc.cluster.local:9080" {
+				return vh.Routes[0].GetRoute().GetCluster()
+			}
+		}
+		return "no reviews virtual host"
+	}
+	if got := cluster(nt.Proxy("10.244.9.9", "client", "team", map[string]string{"app": "client"})); got != "outbound|9080||reviews-v3.default.svc.cluster.local" {
+		t.Errorf("client in team goes to %q, want reviews-v3 (its namespace's consumer route)", got)
+	}
+	if got := cluster(nt.BookinfoProxy("productpage-v1")); got != "outbound|9080||reviews-v1.default.svc.cluster.local" {
+		t.Errorf("productpage goes to %q, want reviews-v1 (the producer route)", got)
+	}
+}
