@@ -41,15 +41,16 @@ func isMeshParent(ref gwv1.ParentReference) bool {
 	return ref.Group != nil && normGroup(string(*ref.Group)) == "" && ref.Kind != nil && string(*ref.Kind) == kindService
 }
 
-// attachToService attaches r through a Service parentRef, and says why not
-// when it cannot: the Service (or its port) does not exist in the mesh
-// (NoMatchingParent), or sectionName is set (a Service has no sections:
-// UnsupportedValue). A route in another namespace than the Service's needs
-// no ReferenceGrant: it only routes its own namespace's clients.
-func (t *translator) attachToService(r *gwv1.HTTPRoute, ref gwv1.ParentReference, order int, accepted metav1.Condition) (metav1.Condition, []attachment) {
-	gen := r.Generation
+// attachToService attaches route r through a Service parentRef, and says
+// why not when it cannot: the Service (or its port) does not exist in the
+// mesh (NoMatchingParent), or sectionName is set (a Service has no
+// sections: UnsupportedValue). A route in another namespace than the
+// Service's needs no ReferenceGrant: it only routes its own namespace's
+// clients. r is any route kind's metadata.
+func (t *translator) attachToService(r metav1.Object, ref gwv1.ParentReference, order int, accepted metav1.Condition) (metav1.Condition, []attachment) {
+	gen := r.GetGeneration()
 	typ := string(gwv1.RouteConditionAccepted)
-	ns := string(deref(ref.Namespace, gwv1.Namespace(r.Namespace)))
+	ns := string(deref(ref.Namespace, gwv1.Namespace(r.GetNamespace())))
 	host := fmt.Sprintf("%s.%s.svc.%s", ref.Name, ns, t.in.domain())
 	if ref.SectionName != nil {
 		return cond(typ, false, string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("Service %s/%s: sectionName is not supported for a Service parent", ns, ref.Name), gen), nil
@@ -68,7 +69,7 @@ func (t *translator) attachToService(r *gwv1.HTTPRoute, ref gwv1.ParentReference
 	if accepted.Status != metav1.ConditionTrue {
 		return accepted, nil
 	}
-	mp := &meshParent{namespace: r.Namespace, serviceNamespace: ns, host: host, port: deref(ref.Port, 0), route: r.Name, created: r.CreationTimestamp}
+	mp := &meshParent{namespace: r.GetNamespace(), serviceNamespace: ns, host: host, port: deref(ref.Port, 0), route: r.GetName(), created: r.GetCreationTimestamp()}
 	return cond(typ, true, string(gwv1.RouteReasonAccepted), "", gen), []attachment{{mesh: mp, order: order}}
 }
 
@@ -110,6 +111,10 @@ func (m *meshRoutes) add(a attachment, rules []rule) {
 		m.byKey[k] = vs
 	}
 	for _, r := range rules {
+		if r.http == nil {
+			// Only HTTP rules make mesh routes.
+			continue
+		}
 		if p.port != 0 {
 			h := cloneRoute(r.http)
 			if len(h.Match) == 0 {
