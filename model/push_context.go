@@ -360,7 +360,6 @@ func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Conf
 			out = append(out, c)
 		}
 	}
-	sortByExport(out)
 	exact := len(out)
 	for _, c := range pc.vsWildcard {
 		vs := c.Spec.(*networking.VirtualService)
@@ -371,28 +370,32 @@ func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Conf
 			}
 		}
 	}
-	sortByExport(out[exact:])
+	// Each part (exact, wildcard) in export order: an insertion sort in
+	// place (a host has few VirtualServices), not a call taking out, which
+	// keeps the result off the heap until it is returned.
+	for _, part := range [2][2]int{{0, exact}, {exact, len(out)}} {
+		for i := part[0] + 1; i < part[1]; i++ {
+			for j := i; j > part[0] && exportRank(out[j]) < exportRank(out[j-1]); j-- {
+				out[j], out[j-1] = out[j-1], out[j]
+			}
+		}
+	}
 	return out
 }
 
-// sortByExport orders visible VirtualServices, stably, by how they are
-// exported: private (exportTo ["."]), to named namespaces, public.
-func sortByExport(vss []*Config) {
-	if len(vss) < 2 {
-		return
+// exportRank is a VirtualService's place among a host's for a proxy that
+// sees it: private (exportTo ["."]) 0, exported to namespaces by name 1,
+// public 2.
+func exportRank(c *Config) int {
+	e := c.Spec.(*networking.VirtualService).GetExportTo()
+	switch {
+	case len(e) == 1 && e[0] == ".":
+		return 0
+	case len(e) == 0 || slices.Contains(e, "*"):
+		return 2
+	default:
+		return 1
 	}
-	rank := func(c *Config) int {
-		e := c.Spec.(*networking.VirtualService).GetExportTo()
-		switch {
-		case len(e) == 1 && e[0] == ".":
-			return 0
-		case len(e) == 0 || slices.Contains(e, "*"):
-			return 2
-		default:
-			return 1
-		}
-	}
-	slices.SortStableFunc(vss, func(a, b *Config) int { return rank(a) - rank(b) })
 }
 
 // VirtualServices returns every VirtualService, sorted by namespace and name.
