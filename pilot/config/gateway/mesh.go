@@ -136,6 +136,10 @@ func (m *meshRoutes) add(a attachment, rules []rule) {
 func (m *meshRoutes) configs() []model.Config {
 	var out []model.Config
 	for k, v := range m.byKey {
+		if len(v.rules) == 0 {
+			// No HTTP rule: a VirtualService without routes is invalid.
+			continue
+		}
 		slices.SortStableFunc(v.rules, func(a, b orderedRule) int {
 			return cmp.Or(a.rank.compare(b.rank), cmp.Compare(a.order, b.order), cmp.Compare(a.index, b.index))
 		})
