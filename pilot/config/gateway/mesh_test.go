@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -377,5 +378,31 @@ spec:
 	}
 	if got := cluster(nt.BookinfoProxy("productpage-v1")); got != "outbound|9080||reviews-v1.default.svc.cluster.local" {
 		t.Errorf("productpage goes to %q, want reviews-v1 (the producer route)", got)
+	}
+}
+
+// BenchmarkTranslate1000MeshRoutes is one translation of 1,000 mesh
+// HTTPRoutes, each on its own Service (parentRef svc-I), with a path match
+// and a backend: the mesh counterpart of BenchmarkTranslate1000Routes.
+func BenchmarkTranslate1000MeshRoutes(b *testing.B) {
+	const n = 1000
+	services := map[string]*model.Service{}
+	var in gateway.Input
+	for i := range n {
+		name := fmt.Sprintf("svc-%d", i)
+		svc := nt.KubeService(name, "default", fmt.Sprintf("10.0.%d.%d", i/250, i%250+1), model.Port{Name: "http", Port: 8080})
+		services[svc.Hostname] = svc
+		r := benchRoute("default", fmt.Sprintf("r%d", i))
+		r.Spec.ParentRefs = []gwv1.ParentReference{{Group: ptr(gwv1.Group("")), Kind: ptr(gwv1.Kind("Service")), Name: gwv1.ObjectName(name)}}
+		r.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(name)
+		in.HTTPRoutes = append(in.HTTPRoutes, r)
+	}
+	in.Service = func(h string) *model.Service { return services[h] }
+	b.ReportAllocs()
+	for b.Loop() {
+		out := gateway.Translate(in)
+		if len(out.HTTPRoutes) != n || len(out.Configs) != n {
+			b.Fatalf("%d routes with status, %d configs", len(out.HTTPRoutes), len(out.Configs))
+		}
 	}
 }
