@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -184,6 +185,38 @@ func TestVirtualServicesForAndIncrementalRebuild(t *testing.T) {
 	}
 	if next.Version == pc.Version {
 		t.Error("new PushContext kept the old version")
+	}
+}
+
+// TestVirtualServicesForConsumerFirst: for a client in team, the
+// VirtualService private to team (a consumer's mesh route) comes before
+// one exported to team by name and the public (producer's) one, whatever
+// their age; a client elsewhere sees only the public one.
+func TestVirtualServicesForConsumerFirst(t *testing.T) {
+	svc := &Service{Hostname: "web.default.svc.cluster.local", Namespace: "default"}
+	at := func(ns, name string, age int, exportTo ...string) Config {
+		return Config{Meta: Meta{Kind: KindVirtualService, Name: name, Namespace: ns, CreationTimestamp: time.Unix(int64(age), 0)},
+			Spec: &networking.VirtualService{Hosts: []string{svc.Hostname}, ExportTo: exportTo}}
+	}
+	store := fakeStore{KindVirtualService: {
+		at("default", "producer", 1, "*"),
+		at("default", "to-team", 2, "team"),
+		at("team", "consumer", 3, "."),
+	}}
+	env := &Environment{ServiceDiscovery: fakeRegistry{svc}, ConfigStore: store, Endpoints: NewEndpointIndex(), DomainSuffix: "cluster.local"}
+	pc := NewPushContext(env, nil, nil)
+	names := func(ns string) string {
+		var out []string
+		for _, c := range pc.VirtualServicesFor(&Proxy{Namespace: ns}, svc.Hostname) {
+			out = append(out, c.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names("team"); got != "consumer,to-team,producer" {
+		t.Errorf("client in team: %s, want consumer,to-team,producer", got)
+	}
+	if got := names("other"); got != "producer" {
+		t.Errorf("client in other: %s, want producer", got)
 	}
 }
 

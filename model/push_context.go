@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -348,7 +349,12 @@ func (pc *PushContext) VisibleService(proxy *Proxy, hostname string) *Service {
 }
 
 // VirtualServicesFor returns the VirtualServices that apply to hostname for
-// sidecars (gateway "mesh"), exact host matches first, oldest first.
+// sidecars (gateway "mesh"), exact host matches first; within each, as
+// istiod orders them, those private to the proxy's namespace (exportTo
+// ["."]) first, then those exported to it by name, then public ones, each
+// oldest first. The first wins a host, so a consumer's route (a mesh
+// HTTPRoute in the client's namespace, exported to "." only) overrides
+// the producer's.
 func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Config {
 	var out []*Config
 	scope := pc.SidecarScope(proxy)
@@ -357,6 +363,7 @@ func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Conf
 			out = append(out, c)
 		}
 	}
+	exact := len(out)
 	for _, c := range pc.vsWildcard {
 		vs := c.Spec.(*networking.VirtualService)
 		for _, h := range vs.GetHosts() {
@@ -366,7 +373,32 @@ func (pc *PushContext) VirtualServicesFor(proxy *Proxy, hostname string) []*Conf
 			}
 		}
 	}
+	// Each part (exact, wildcard) in export order: an insertion sort in
+	// place (a host has few VirtualServices), not a call taking out, which
+	// keeps the result off the heap until it is returned.
+	for _, part := range [2][2]int{{0, exact}, {exact, len(out)}} {
+		for i := part[0] + 1; i < part[1]; i++ {
+			for j := i; j > part[0] && exportRank(out[j]) < exportRank(out[j-1]); j-- {
+				out[j], out[j-1] = out[j-1], out[j]
+			}
+		}
+	}
 	return out
+}
+
+// exportRank is a VirtualService's place among a host's for a proxy that
+// sees it: private (exportTo ["."]) 0, exported to namespaces by name 1,
+// public 2.
+func exportRank(c *Config) int {
+	e := c.Spec.(*networking.VirtualService).GetExportTo()
+	switch {
+	case len(e) == 1 && e[0] == ".":
+		return 0
+	case len(e) == 0 || slices.Contains(e, "*"):
+		return 2
+	default:
+		return 1
+	}
 }
 
 // VirtualServices returns every VirtualService, sorted by namespace and name.

@@ -23,9 +23,10 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 	s.metrics.UnsupportedFields.WithLabelValues("file").Set(float64(snap.UnsupportedFields))
 
 	kubeChanges := s.kubeReg.Replace(snap.Kube)
-	// After the registries: Gateway API backendRefs are checked against
-	// the services.
-	changedConfigs := s.store.Replace(s.withGatewayAPI(snap))
+	// After the registries: Gateway API backendRefs and Service parents
+	// are checked against the services.
+	configs, gwProblems := s.withGatewayAPI(snap)
+	changedConfigs := s.store.Replace(configs)
 	// The loader keeps the objects of unchanged documents, so equal
 	// pointers mean the same Pods and Nodes.
 	podsSame := s.filePodsRead && slices.Equal(s.filePods, snap.Kube.Pods) && slices.Equal(s.fileNodes, snap.Kube.Nodes)
@@ -40,6 +41,14 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 	case touchesServiceEntries(changedConfigs):
 		seChanges = s.seReg.Update(changedConfigs)
 	}
+	if len(seChanges.Services) > 0 && hasGatewayAPI(snap) {
+		// The ServiceEntry services are known only now, from the configs
+		// just stored: translate again, so that routes to and on them
+		// resolve in this reload rather than the next.
+		configs, gwProblems = s.withGatewayAPI(snap)
+		changedConfigs = unionKeys(changedConfigs, s.store.Replace(configs))
+	}
+	s.logGatewayProblems(gwProblems)
 	req := pushRequestFor(changedConfigs, kubeChanges, seChanges)
 	s.applySecrets(snap.Secrets, push)
 	if !push {
@@ -61,6 +70,25 @@ func (s *Server) applySnapshot(snap *file.Snapshot, push bool) {
 		"configs", len(changedConfigs), "services", len(kubeChanges.Services)+len(seChanges.Services),
 		"endpoints", len(kubeChanges.Endpoints)+len(seChanges.Endpoints), "configErrors", len(snap.Errors))
 	s.discovery.ConfigUpdate(req)
+}
+
+// unionKeys returns the keys of a and b, each once.
+func unionKeys(a, b []model.ConfigKey) []model.ConfigKey {
+	if len(b) == 0 {
+		return a
+	}
+	seen := make(map[model.ConfigKey]bool, len(a))
+	for _, k := range a {
+		seen[k] = true
+	}
+	out := slices.Clone(a)
+	for _, k := range b {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func touchesServiceEntries(keys []model.ConfigKey) bool {

@@ -77,15 +77,22 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	return c.WaitReady(ctx)
 }
 
+// hasGatewayAPI reports whether snap holds objects withGatewayAPI
+// translates: Gateways, or routes (without a Gateway they may still be
+// mesh routes, whose parent is a Service).
+func hasGatewayAPI(snap *file.Snapshot) bool {
+	return len(snap.GatewayAPI.Gateways) > 0 || len(snap.GatewayAPI.HTTPRoutes) > 0 || len(snap.GatewayAPI.GRPCRoutes) > 0
+}
+
 // withGatewayAPI returns the snapshot's configs plus the translation of its
 // Gateway API objects (the Istio Gateways and VirtualServices istiod would
-// make of them), sorted by kind, namespace and name. A config directory
-// has no status to write: routes and listeners that are not accepted are
-// logged, one line per translation.
-func (s *Server) withGatewayAPI(snap *file.Snapshot) []model.Config {
+// make of them), sorted by kind, namespace and name, and what of them is
+// not accepted. A config directory has no status to write: the caller logs
+// the problems of its final translation (logGatewayProblems).
+func (s *Server) withGatewayAPI(snap *file.Snapshot) ([]model.Config, []string) {
 	in := snap.GatewayAPI
-	if len(in.Gateways) == 0 {
-		return snap.Configs
+	if !hasGatewayAPI(snap) {
+		return snap.Configs, nil
 	}
 	byHost := map[string]*model.Service{}
 	for _, svc := range s.env.ServiceDiscovery.Services() {
@@ -119,12 +126,17 @@ func (s *Server) withGatewayAPI(snap *file.Snapshot) []model.Config {
 		}
 	}
 	slices.Sort(problems)
+	configs := append(slices.Clone(snap.Configs), out.Configs...)
+	slices.SortStableFunc(configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
+	return configs, problems
+}
+
+// logGatewayProblems logs, in one line, the Gateway API objects of a
+// config directory that are not accepted.
+func (s *Server) logGatewayProblems(problems []string) {
 	if len(problems) > 0 {
 		s.log.Warn("gateway api objects not fully accepted", "problems", len(problems), "first", problems[:min(len(problems), 10)])
 	}
-	configs := append(slices.Clone(snap.Configs), out.Configs...)
-	slices.SortStableFunc(configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
-	return configs
 }
 
 // routeProblems appends a line for each condition of a route of kind that

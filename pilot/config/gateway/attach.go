@@ -33,19 +33,34 @@ func newRoute(kind string, meta *metav1.ObjectMeta, common gwv1.CommonRouteSpec,
 type attachment struct {
 	l     *listener
 	hosts []string
+	// mesh is set instead of l for a route attached to a Service (mesh.go).
+	mesh *meshParent
 	// order is the route's place among routes (oldest first).
 	order int
 }
 
 // attachRoute finds the listeners each parentRef of r (a Gateway of ours)
 // attaches it to, counts r in their attachedRoutes, and returns r's parent
-// statuses and its attachments. Parents that are not Gateways of ours get
-// no status: another controller owns them.
+// statuses and its attachments. A core Service parent makes r a mesh route
+// (attachToService). Other parents that are not Gateways of ours get no
+// status: another controller owns them.
 func (t *translator) attachRoute(r *route, order int, resolved, accepted metav1.Condition) ([]gwv1.RouteParentStatus, []attachment) {
 	var parents []gwv1.RouteParentStatus
 	var out []attachment
 	gen := r.Generation
 	for _, ref := range r.Spec.ParentRefs {
+		if isMeshParent(ref) {
+			// mesh.go builds HTTP rules only: TCPRoute and TLSRoute with a
+			// Service parent are not served.
+			var atts []attachment
+			acc := cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), r.kind+" with a Service parent (mesh) is not supported", gen)
+			if r.kind == KindHTTPRoute || r.kind == KindGRPCRoute {
+				acc, atts = t.attachToService(r, ref, order, accepted)
+			}
+			out = append(out, atts...)
+			parents = append(parents, gwv1.RouteParentStatus{ParentRef: ref, ControllerName: ControllerName, Conditions: []metav1.Condition{acc, resolved}})
+			continue
+		}
 		if string(deref(ref.Group, Group)) != Group || string(deref(ref.Kind, KindGateway)) != KindGateway {
 			continue
 		}

@@ -38,13 +38,14 @@ type translator struct {
 	in       *Input
 	grants   grants
 	gateways map[types.NamespacedName]*gatewayState
+	mesh     *meshRoutes
 }
 
 // Translate turns the Gateway API objects of in, those of a GatewayClass
 // whose controllerName is ControllerName, into Istio configs and status.
 // It is a pure function of in.
 func Translate(in Input) Output {
-	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{}}
+	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{}, mesh: newMeshRoutes()}
 	out := Output{
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
@@ -95,10 +96,15 @@ func Translate(in Input) Output {
 		}
 		out.setRouteStatus(r.kind, types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, gwv1.RouteStatus{Parents: parents})
 		for _, a := range attached {
+			if a.mesh != nil {
+				t.mesh.add(a, r.rules)
+				continue
+			}
 			vs.add(a, r.rules)
 		}
 	}
 	out.Configs = append(out.Configs, vs.configs()...)
+	out.Configs = append(out.Configs, t.mesh.configs()...)
 	for key, st := range t.gateways {
 		st.status.Listeners = st.status.Listeners[:0]
 		for _, l := range st.listeners {
