@@ -334,46 +334,49 @@ func (r *run) reconcile(ctx context.Context, key types.NamespacedName) ([]string
 			return nil, permanent{err}
 		}
 		sa, dep, svc := objs.ServiceAccount, objs.Deployment, objs.Service
-		for _, a := range []struct {
-			key    objKey
-			cfg    any
-			cached func() (metav1.Object, error)
-			get    func(context.Context) (metav1.Object, error)
-			apply  func(context.Context) (metav1.Object, error)
-		}{
-			{objKey{KindServiceAccount, key.Namespace, *sa.Name}, sa,
-				func() (metav1.Object, error) { return r.sas.ServiceAccounts(key.Namespace).Get(*sa.Name) },
+		ns := key.Namespace
+		steps := []step{
+			{objKey{KindServiceAccount, ns, *sa.Name}, sa,
+				func() (metav1.Object, error) { return r.sas.ServiceAccounts(ns).Get(*sa.Name) },
 				func(ctx context.Context) (metav1.Object, error) {
-					return r.opts.Kube.CoreV1().ServiceAccounts(key.Namespace).Get(ctx, *sa.Name, metav1.GetOptions{})
+					return r.opts.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, *sa.Name, metav1.GetOptions{})
 				},
 				func(ctx context.Context) (metav1.Object, error) {
-					return r.opts.Kube.CoreV1().ServiceAccounts(key.Namespace).Apply(ctx, sa, applyOptions)
-				}},
-			{objKey{KindDeployment, key.Namespace, *dep.Name}, dep,
-				func() (metav1.Object, error) { return r.deps.Deployments(key.Namespace).Get(*dep.Name) },
+					return r.opts.Kube.CoreV1().ServiceAccounts(ns).Apply(ctx, sa, applyOptions)
+				}, &checked{}},
+			{objKey{KindDeployment, ns, *dep.Name}, dep,
+				func() (metav1.Object, error) { return r.deps.Deployments(ns).Get(*dep.Name) },
 				func(ctx context.Context) (metav1.Object, error) {
-					return r.opts.Kube.AppsV1().Deployments(key.Namespace).Get(ctx, *dep.Name, metav1.GetOptions{})
+					return r.opts.Kube.AppsV1().Deployments(ns).Get(ctx, *dep.Name, metav1.GetOptions{})
 				},
 				func(ctx context.Context) (metav1.Object, error) {
-					return r.opts.Kube.AppsV1().Deployments(key.Namespace).Apply(ctx, dep, applyOptions)
-				}},
-			{objKey{KindService, key.Namespace, *svc.Name}, svc,
-				func() (metav1.Object, error) { return r.svcs.Services(key.Namespace).Get(*svc.Name) },
+					return r.opts.Kube.AppsV1().Deployments(ns).Apply(ctx, dep, applyOptions)
+				}, &checked{}},
+			{objKey{KindService, ns, *svc.Name}, svc,
+				func() (metav1.Object, error) { return r.svcs.Services(ns).Get(*svc.Name) },
 				func(ctx context.Context) (metav1.Object, error) {
-					return r.opts.Kube.CoreV1().Services(key.Namespace).Get(ctx, *svc.Name, metav1.GetOptions{})
+					return r.opts.Kube.CoreV1().Services(ns).Get(ctx, *svc.Name, metav1.GetOptions{})
 				},
 				func(ctx context.Context) (metav1.Object, error) {
-					return r.opts.Kube.CoreV1().Services(key.Namespace).Apply(ctx, svc, applyOptions)
-				}},
-		} {
-			want[a.key] = true
-			did, err := r.apply(ctx, a.key, a.cfg, a.cached, a.get, a.apply)
-			if err != nil {
+					return r.opts.Kube.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
+				}, &checked{}},
+		}
+		// All or nothing: an object that exists and is not ours stops
+		// the Gateway before anything is applied.
+		for i := range steps {
+			if err := r.check(ctx, steps[i]); err != nil {
+				return nil, err
+			}
+		}
+		for _, st := range steps {
+			want[st.key] = true
+			if st.state.upToDate {
+				continue
+			}
+			if err := r.apply(ctx, st); err != nil {
 				return changed, err
 			}
-			if did {
-				changed = append(changed, "applied "+a.key.kind+" "+a.key.name)
-			}
+			changed = append(changed, "applied "+st.key.kind+" "+st.key.name)
 		}
 	}
 	var stale []objKey
@@ -401,46 +404,65 @@ func (r *run) ours(gw *gwv1.Gateway) bool {
 	return err == nil && gc.Spec.ControllerName == gateway.ControllerName
 }
 
-// apply server-side applies cfg unless what was last applied is the same
-// and the object has not changed since (its resourceVersion). An existing
-// object without ManagedLabel is not taken over (a permanent error).
-func (r *run) apply(ctx context.Context, k objKey, cfg any,
-	cached func() (metav1.Object, error),
-	get, apply func(context.Context) (metav1.Object, error),
-) (bool, error) {
-	raw, err := json.Marshal(cfg)
+// step is one object to apply.
+type step struct {
+	key    objKey
+	cfg    any
+	cached func() (metav1.Object, error)
+	get    func(context.Context) (metav1.Object, error)
+	apply  func(context.Context) (metav1.Object, error)
+	state  *checked
+}
+
+// checked is what check found.
+type checked struct {
+	hash     string
+	upToDate bool
+}
+
+// check hashes st's apply configuration and decides whether it must be
+// applied: not when what was last applied is the same and the object has
+// not changed since (its resourceVersion). An existing object without
+// ManagedLabel is not taken over (a permanent error).
+func (r *run) check(ctx context.Context, st step) error {
+	raw, err := json.Marshal(st.cfg)
 	if err != nil {
-		return false, permanent{fmt.Errorf("%s %s: %w", k.kind, k.name, err)}
+		return permanent{fmt.Errorf("%s %s: %w", st.key.kind, st.key.name, err)}
 	}
 	sum := sha256.Sum256(raw)
-	h := string(sum[:])
+	st.state.hash = string(sum[:])
 	r.mu.Lock()
-	prev, seen := r.applied[k]
+	prev, seen := r.applied[st.key]
 	r.mu.Unlock()
-	cur, err := cached()
-	if err == nil && seen && prev.hash == h && prev.rv == cur.GetResourceVersion() {
-		return false, nil
+	cur, err := st.cached()
+	if err == nil {
+		st.state.upToDate = seen && prev.hash == st.state.hash && prev.rv == cur.GetResourceVersion()
+		return nil
 	}
-	if err != nil {
-		// Not among the managed objects: it must not exist unmanaged.
-		existing, err := get(ctx)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return false, fmt.Errorf("get %s %s: %w", k.kind, k.name, err)
-		case existing.GetLabels()[ManagedLabel] != ManagedValue:
-			return false, permanent{fmt.Errorf("%s %s exists and is not managed by %s (label %s): left alone",
-				k.kind, k.name, FieldManager, ManagedLabel)}
-		}
+	// Not among the managed objects: it must not exist unmanaged.
+	existing, err := st.get(ctx)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("get %s %s: %w", st.key.kind, st.key.name, err)
+	case existing.GetLabels()[ManagedLabel] != ManagedValue:
+		return permanent{fmt.Errorf("%s %s exists and is not managed by %s (label %s): left alone",
+			st.key.kind, st.key.name, FieldManager, ManagedLabel)}
 	}
-	out, err := apply(ctx)
+	return nil
+}
+
+// apply server-side applies st and remembers what it applied.
+func (r *run) apply(ctx context.Context, st step) error {
+	out, err := st.apply(ctx)
 	if err != nil {
-		return false, fmt.Errorf("apply %s %s: %w", k.kind, k.name, err)
+		return fmt.Errorf("apply %s %s: %w", st.key.kind, st.key.name, err)
 	}
 	r.mu.Lock()
-	r.applied[k] = applied{hash: h, rv: out.GetResourceVersion()}
+	r.applied[st.key] = applied{hash: st.state.hash, rv: out.GetResourceVersion()}
 	r.mu.Unlock()
-	return true, nil
+	return nil
 }
 
 // delete deletes an object made, if it is still the one seen (uid).
