@@ -130,9 +130,12 @@ var gatewayAPIAccess = []grant{
 	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "referencegrants"}, []string{"get", "list", "watch"}},
 	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status"}, []string{"update"}},
 	// pilot/config/gateway/deploy: each Gateway's ServiceAccount,
-	// Deployment and Service, server-side applied and deleted with it.
+	// Deployment, Service, HPA and PDB, server-side applied and deleted
+	// with it.
 	{"", []string{"serviceaccounts", "services"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
 	{"apps", []string{"deployments"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{"autoscaling", []string{"horizontalpodautoscalers"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{"policy", []string{"poddisruptionbudgets"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
 }
 
 // credentialsOffDenied are denied with gateways.credentials.enabled=false:

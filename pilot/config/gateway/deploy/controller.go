@@ -18,7 +18,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
+	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -34,6 +36,7 @@ const (
 	DefaultTimeout    = 10 * time.Second
 	DefaultMinBackoff = 200 * time.Millisecond
 	DefaultMaxBackoff = 5 * time.Minute
+	DefaultResync     = 5 * time.Minute
 	workers           = 2
 )
 
@@ -42,6 +45,8 @@ const (
 	KindServiceAccount = "ServiceAccount"
 	KindDeployment     = "Deployment"
 	KindService        = "Service"
+	KindHPA            = "HorizontalPodAutoscaler"
+	KindPDB            = "PodDisruptionBudget"
 )
 
 // Options configure a Controller.
@@ -57,6 +62,10 @@ type Options struct {
 	// objects could not be applied is tried again (doubling from
 	// MinBackoff); zero takes the defaults.
 	MinBackoff, MaxBackoff time.Duration
+	// Resync is how often every Gateway is reconciled again, which picks
+	// up changes of parametersRef ConfigMaps (not watched); zero means
+	// DefaultResync.
+	Resync time.Duration
 	// Reconciled, when set, is told after each pass over a Gateway what
 	// was applied or deleted ("applied Service web-istio") and the error.
 	Reconciled func(gateway types.NamespacedName, changes []string, err error)
@@ -82,6 +91,9 @@ func New(opts Options) (*Controller, error) {
 	}
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.Resync == 0 {
+		opts.Resync = DefaultResync
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -122,6 +134,8 @@ type run struct {
 	deps      appslisters.DeploymentLister
 	svcs      corelisters.ServiceLister
 	sas       corelisters.ServiceAccountLister
+	hpas      autoscalinglisters.HorizontalPodAutoscalerLister
+	pdbs      policylisters.PodDisruptionBudgetLister
 	synced    []cache.InformerSynced
 	queue     workqueue.TypedRateLimitingInterface[types.NamespacedName]
 
@@ -144,7 +158,9 @@ func newRun(opts Options) *run {
 	}
 	gws, classes := r.gwFactory.Gateway().V1().Gateways(), r.gwFactory.Gateway().V1().GatewayClasses()
 	deps, svcs, sas := r.kFactory.Apps().V1().Deployments(), r.kFactory.Core().V1().Services(), r.kFactory.Core().V1().ServiceAccounts()
+	hpas, pdbs := r.kFactory.Autoscaling().V2().HorizontalPodAutoscalers(), r.kFactory.Policy().V1().PodDisruptionBudgets()
 	r.gateways, r.classes, r.deps, r.svcs, r.sas = gws.Lister(), classes.Lister(), deps.Lister(), svcs.Lister(), sas.Lister()
+	r.hpas, r.pdbs = hpas.Lister(), pdbs.Lister()
 
 	gwInf := gws.Informer()
 	_, _ = gwInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -172,7 +188,7 @@ func newRun(opts Options) *run {
 		UpdateFunc: func(_, n any) { r.enqueueOwner(n) },
 		DeleteFunc: r.enqueueOwner,
 	}
-	for _, inf := range []cache.SharedIndexInformer{deps.Informer(), svcs.Informer(), sas.Informer()} {
+	for _, inf := range []cache.SharedIndexInformer{deps.Informer(), svcs.Informer(), sas.Informer(), hpas.Informer(), pdbs.Informer()} {
 		_, _ = inf.AddEventHandler(owned)
 		r.synced = append(r.synced, inf.HasSynced)
 	}
@@ -255,7 +271,19 @@ func (r *run) run(ctx context.Context) error {
 			}
 		})
 	}
-	<-ctx.Done()
+	tick := time.NewTicker(r.opts.Resync)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+			gws, _ := r.gateways.List(labels.Everything())
+			for _, gw := range gws {
+				r.enqueueObject(gw)
+			}
+		}
+	}
 	r.queue.ShutDown()
 	wg.Wait()
 	return nil
@@ -328,7 +356,11 @@ func (r *run) reconcile(ctx context.Context, key types.NamespacedName) ([]string
 	want := map[objKey]bool{}
 	var changed []string
 	if gw != nil {
-		objs, err := Render(gw)
+		params, err := r.parameters(ctx, gw)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := Render(gw, params)
 		if err != nil {
 			// Nothing is changed until the Gateway is.
 			return nil, permanent{err}
@@ -360,6 +392,26 @@ func (r *run) reconcile(ctx context.Context, key types.NamespacedName) ([]string
 				func(ctx context.Context) (metav1.Object, error) {
 					return r.opts.Kube.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				}, &checked{}},
+		}
+		if hpa := objs.HPA; hpa != nil {
+			steps = append(steps, step{objKey{KindHPA, ns, *hpa.Name}, hpa,
+				func() (metav1.Object, error) { return r.hpas.HorizontalPodAutoscalers(ns).Get(*hpa.Name) },
+				func(ctx context.Context) (metav1.Object, error) {
+					return r.opts.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, *hpa.Name, metav1.GetOptions{})
+				},
+				func(ctx context.Context) (metav1.Object, error) {
+					return r.opts.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Apply(ctx, hpa, applyOptions)
+				}, &checked{}})
+		}
+		if pdb := objs.PDB; pdb != nil {
+			steps = append(steps, step{objKey{KindPDB, ns, *pdb.Name}, pdb,
+				func() (metav1.Object, error) { return r.pdbs.PodDisruptionBudgets(ns).Get(*pdb.Name) },
+				func(ctx context.Context) (metav1.Object, error) {
+					return r.opts.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, *pdb.Name, metav1.GetOptions{})
+				},
+				func(ctx context.Context) (metav1.Object, error) {
+					return r.opts.Kube.PolicyV1().PodDisruptionBudgets(ns).Apply(ctx, pdb, applyOptions)
+				}, &checked{}})
 		}
 		// All or nothing: an object that exists and is not ours stops
 		// the Gateway before anything is applied.
@@ -422,7 +474,8 @@ type checked struct {
 
 // check hashes st's apply configuration and decides whether it must be
 // applied: not when what was last applied is the same and the object has
-// not changed since (its resourceVersion). An existing object without
+// not changed since (its resourceVersion, from the cache, or from the API
+// server when the cache has not caught up). An existing object without
 // ManagedLabel is not taken over (a permanent error).
 func (r *run) check(ctx context.Context, st step) error {
 	raw, err := json.Marshal(st.cfg)
@@ -434,12 +487,13 @@ func (r *run) check(ctx context.Context, st step) error {
 	r.mu.Lock()
 	prev, seen := r.applied[st.key]
 	r.mu.Unlock()
+	same := seen && prev.hash == st.state.hash
 	cur, err := st.cached()
-	if err == nil {
-		st.state.upToDate = seen && prev.hash == st.state.hash && prev.rv == cur.GetResourceVersion()
+	if err == nil && (!same || prev.rv == cur.GetResourceVersion()) {
+		// Cached objects are managed ones.
+		st.state.upToDate = same
 		return nil
 	}
-	// Not among the managed objects: it must not exist unmanaged.
 	existing, err := st.get(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -450,6 +504,7 @@ func (r *run) check(ctx context.Context, st step) error {
 		return permanent{fmt.Errorf("%s %s exists and is not managed by %s (label %s): left alone",
 			st.key.kind, st.key.name, FieldManager, ManagedLabel)}
 	}
+	st.state.upToDate = same && prev.rv == existing.GetResourceVersion()
 	return nil
 }
 
@@ -476,6 +531,10 @@ func (r *run) delete(ctx context.Context, k objKey, uid types.UID) error {
 		err = r.opts.Kube.AppsV1().Deployments(k.namespace).Delete(ctx, k.name, opts)
 	case KindService:
 		err = r.opts.Kube.CoreV1().Services(k.namespace).Delete(ctx, k.name, opts)
+	case KindHPA:
+		err = r.opts.Kube.AutoscalingV2().HorizontalPodAutoscalers(k.namespace).Delete(ctx, k.name, opts)
+	case KindPDB:
+		err = r.opts.Kube.PolicyV1().PodDisruptionBudgets(k.namespace).Delete(ctx, k.name, opts)
 	}
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete %s %s: %w", k.kind, k.name, err)
@@ -503,6 +562,38 @@ func (r *run) eachOwned(namespace, name string, fn func(objKey, metav1.Object)) 
 	add(KindDeployment, metas(deps))
 	svcs, _ := r.svcs.Services(namespace).List(all)
 	add(KindService, metas(svcs))
+	hpas, _ := r.hpas.HorizontalPodAutoscalers(namespace).List(all)
+	add(KindHPA, metas(hpas))
+	pdbs, _ := r.pdbs.PodDisruptionBudgets(namespace).List(all)
+	add(KindPDB, metas(pdbs))
+}
+
+// parameters returns the data of gw's parametersRef ConfigMap (nil when
+// it has none). A missing ConfigMap is a permanent error: the periodic
+// resync tries again.
+func (r *run) parameters(ctx context.Context, gw *gwv1.Gateway) (map[string]string, error) {
+	name, err := Parameters(gw)
+	if err != nil || name == "" {
+		return nil, permanentIf(err)
+	}
+	cm, err := r.opts.Kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, permanent{fmt.Errorf("infrastructure.parametersRef: ConfigMap %s/%s not found", gw.Namespace, name)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("infrastructure.parametersRef: %w", err)
+	}
+	if cm.Data == nil {
+		return map[string]string{}, nil
+	}
+	return cm.Data, nil
+}
+
+func permanentIf(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err}
 }
 
 func metas[T metav1.Object](in []T) []metav1.Object {

@@ -9,11 +9,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,7 +32,10 @@ import (
 	"github.com/meshpilot/meshpilot/pilot/config/gateway/deploy"
 )
 
-var env *kubetest.Env
+var (
+	env   *kubetest.Env
+	nsSeq atomic.Int64 // namespaces are never finalized: one per run of a test
+)
 
 func TestMain(m *testing.M) { os.Exit(kubetest.RunMain(m, &env)) }
 
@@ -112,7 +118,7 @@ func start(t *testing.T) *fixture {
 		}
 	}
 	kube := env.Clientset()
-	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	ns := fmt.Sprintf("%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), nsSeq.Add(1))
 	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -328,6 +334,8 @@ func TestGatewayLifecycle(t *testing.T) {
 	// Nothing changes when nothing needs to: an annotation that is not
 	// copied makes a pass that applies nothing.
 	key := types.NamespacedName{Namespace: f.ns, Name: "web"}
+	// (The watch may see the Service before the pass that applied it ends.)
+	f.passes.waitPass(t, key, 0, func(p pass) bool { return len(p.changes) > 0 })
 	n := f.passes.count(key)
 	gw = f.updateGateway(t, "web", func(g *gwv1.Gateway) { g.Annotations[deploy.ControllerVersionAnnotation] = "5" })
 	if p := f.passes.waitPass(t, key, n, func(pass) bool { return true }); len(p.changes) > 0 || p.err != nil {
@@ -448,7 +456,7 @@ func TestNothingCreated(t *testing.T) {
 		t.Errorf("Deployments %v, want only later-istio", names)
 	}
 	// Logged once, though retried never (a permanent refusal).
-	if n := strings.Count(f.logs.String(), "gateway not deployed"); n != 1 {
+	if n := strings.Count(f.logs.String(), `msg="gateway not deployed" gateway=`+f.ns+"/taken "); n != 1 {
 		t.Errorf("%d log lines for the refused Gateway, want 1:\n%s", n, f.logs.String())
 	}
 }
@@ -471,4 +479,83 @@ func TestBecomesManual(t *testing.T) {
 	f.deployment(t, "edge-istio", gone)
 	f.service(t, "edge-istio", gone)
 	f.serviceAccount(t, "edge-istio", gone)
+}
+
+func (f *fixture) hpa(t *testing.T, name string, ok func(*autoscalingv2.HorizontalPodAutoscaler) string) {
+	t.Helper()
+	c := f.kube.AutoscalingV2().HorizontalPodAutoscalers(f.ns)
+	waitFor(t, "HorizontalPodAutoscaler "+name,
+		func(ctx context.Context) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+			return c.Get(ctx, name, metav1.GetOptions{})
+		},
+		func(ctx context.Context, rv string) (watch.Interface, error) {
+			o := fieldSelector(name)
+			o.ResourceVersion = rv
+			return c.Watch(ctx, o)
+		}, ok)
+}
+
+func (f *fixture) pdb(t *testing.T, name string, ok func(*policyv1.PodDisruptionBudget) string) {
+	t.Helper()
+	c := f.kube.PolicyV1().PodDisruptionBudgets(f.ns)
+	waitFor(t, "PodDisruptionBudget "+name,
+		func(ctx context.Context) (*policyv1.PodDisruptionBudget, error) {
+			return c.Get(ctx, name, metav1.GetOptions{})
+		},
+		func(ctx context.Context, rv string) (watch.Interface, error) {
+			o := fieldSelector(name)
+			o.ResourceVersion = rv
+			return c.Watch(ctx, o)
+		}, ok)
+}
+
+// TestParameters: the horizontalPodAutoscaler and podDisruptionBudget keys
+// of a parametersRef ConfigMap make an HPA and a PDB; a key removed
+// removes its object (on the Gateway's next pass); deleting the Gateway
+// deletes them.
+func TestParameters(t *testing.T) {
+	f := start(t)
+	cm, err := f.kube.CoreV1().ConfigMaps(f.ns).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "gw-params"},
+		Data: map[string]string{
+			deploy.OverlayHPA: "spec:\n  minReplicas: 2\n  maxReplicas: 4\n",
+			deploy.OverlayPDB: "spec:\n  minAvailable: 1\n",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.createGateway(t, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "scaled"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "istio",
+			Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+			Infrastructure: &gwv1.GatewayInfrastructure{
+				ParametersRef: &gwv1.LocalParametersReference{Kind: "ConfigMap", Name: "gw-params"},
+			}},
+	})
+	f.hpa(t, "scaled-istio", func(h *autoscalingv2.HorizontalPodAutoscaler) string {
+		if h == nil || h.Spec.MaxReplicas != 4 || h.Spec.MinReplicas == nil || *h.Spec.MinReplicas != 2 || h.Spec.ScaleTargetRef.Name != "scaled-istio" {
+			return fmt.Sprintf("%+v", h)
+		}
+		return ""
+	})
+	f.pdb(t, "scaled-istio", func(p *policyv1.PodDisruptionBudget) string {
+		if p == nil || p.Spec.MinAvailable == nil || p.Spec.MinAvailable.IntValue() != 1 {
+			return fmt.Sprintf("%+v", p)
+		}
+		return ""
+	})
+	delete(cm.Data, deploy.OverlayPDB)
+	if _, err := f.kube.CoreV1().ConfigMaps(f.ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// ConfigMaps are not watched: a change of the Gateway's (or the
+	// periodic resync) makes the next pass.
+	f.updateGateway(t, "scaled", func(g *gwv1.Gateway) { g.Annotations[deploy.ControllerVersionAnnotation] = "5" })
+	f.pdb(t, "scaled-istio", gone)
+	if err := f.gw.GatewayV1().Gateways(f.ns).Delete(t.Context(), "scaled", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.hpa(t, "scaled-istio", gone)
+	f.deployment(t, "scaled-istio", gone)
 }

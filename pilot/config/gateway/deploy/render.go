@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	autoscalingv2ac "k8s.io/client-go/applyconfigurations/autoscaling/v2"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -58,6 +60,9 @@ type Objects struct {
 	ServiceAccount *corev1ac.ServiceAccountApplyConfiguration
 	Deployment     *appsv1ac.DeploymentApplyConfiguration
 	Service        *corev1ac.ServiceApplyConfiguration
+	// HPA and PDB are nil unless the parameters ask for them.
+	HPA *autoscalingv2ac.HorizontalPodAutoscalerApplyConfiguration
+	PDB *policyv1ac.PodDisruptionBudgetApplyConfiguration
 }
 
 // Managed reports whether gw is deployed by this controller, as istiod
@@ -114,10 +119,11 @@ func dns1035(s string) string {
 	return strings.TrimRight(s, "-")
 }
 
-// Render returns the objects gw needs, or an error saying why they cannot
-// be made (an invalid name, service type or override). It does not check
-// the class or Managed.
-func Render(gw *gwv1.Gateway) (*Objects, error) {
+// Render returns the objects gw needs, patched with params (the data of
+// the ConfigMap Parameters names, nil for none), or an error saying why
+// they cannot be made (an invalid name, service type, override or
+// parameters). It does not check the class or Managed.
+func Render(gw *gwv1.Gateway, params map[string]string) (*Objects, error) {
 	var errs []error
 	if msgs := validation.IsValidLabelValue(gw.Name); len(msgs) > 0 {
 		// The pods are selected by a label holding the Gateway's name.
@@ -194,6 +200,9 @@ func Render(gw *gwv1.Gateway) (*Objects, error) {
 	}
 	out.Service = corev1ac.Service(name, gw.Namespace).
 		WithLabels(labels).WithAnnotations(infraAnnotations).WithOwnerReferences(owner).WithSpec(spec)
+	if err := out.overlay(gw, owner, params); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

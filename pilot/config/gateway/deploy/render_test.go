@@ -29,7 +29,7 @@ func testGateway(name string, listeners ...gwv1.Listener) *gwv1.Gateway {
 
 func render(t *testing.T, gw *gwv1.Gateway) *deploy.Objects {
 	t.Helper()
-	objs, err := deploy.Render(gw)
+	objs, err := deploy.Render(gw, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestRenderHostileNames(t *testing.T) {
 	for what, mutate := range bad {
 		gw := testGateway("web")
 		mutate(gw)
-		if _, err := deploy.Render(gw); err == nil {
+		if _, err := deploy.Render(gw, nil); err == nil {
 			t.Errorf("%s: rendered, want an error", what)
 		}
 	}
@@ -256,4 +256,67 @@ func TestInjectedGatewayPod(t *testing.T) {
 	if out.Annotations["sidecar.istio.io/status"] == "" {
 		t.Error("no sidecar.istio.io/status annotation")
 	}
+}
+
+func TestRenderParameters(t *testing.T) {
+	gw := testGateway("web")
+	params := map[string]string{
+		deploy.OverlayHPA: "spec:\n  minReplicas: 2\n  maxReplicas: 5\n",
+		deploy.OverlayPDB: "spec:\n  minAvailable: 1\n",
+		deploy.OverlayDeployment: "spec:\n  template:\n    spec:\n      containers:\n      - name: istio-proxy\n" +
+			"        resources:\n          requests:\n            cpu: 200m\n",
+		deploy.OverlayService: "metadata:\n  annotations:\n    cloud/lb: internal\n",
+	}
+	objs, err := deploy.Render(gw, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hpa := objs.HPA
+	if hpa == nil || *hpa.Spec.MaxReplicas != 5 || *hpa.Spec.MinReplicas != 2 || *hpa.Spec.ScaleTargetRef.Name != "web-istio" ||
+		*hpa.Spec.ScaleTargetRef.Kind != "Deployment" || hpa.Labels[deploy.ManagedLabel] != deploy.ManagedValue || len(hpa.OwnerReferences) != 1 {
+		t.Errorf("HPA %s", toJSON(t, hpa))
+	}
+	pdb := objs.PDB
+	if pdb == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels[deploy.GatewayNameLabel] != "web" {
+		t.Errorf("PDB %s", toJSON(t, pdb))
+	}
+	c := objs.Deployment.Spec.Template.Spec.Containers
+	if len(c) != 1 || *c[0].Image != "auto" || c[0].Resources.Requests.Cpu().String() != "200m" {
+		t.Errorf("containers %s", toJSON(t, c))
+	}
+	if objs.Service.Annotations["cloud/lb"] != "internal" || objs.Service.Labels[deploy.GatewayNameLabel] != "web" {
+		t.Errorf("service metadata %s", toJSON(t, objs.Service.ObjectMetaApplyConfiguration))
+	}
+	if objs, err := deploy.Render(gw, map[string]string{}); err != nil || objs.HPA != nil || objs.PDB != nil {
+		t.Errorf("no keys: HPA %v PDB %v err %v, want none", objs.HPA, objs.PDB, err)
+	}
+
+	for what, bad := range map[string]map[string]string{
+		"unknown key":     {"statefulset": "spec: {}"},
+		"renames":         {deploy.OverlayService: "metadata:\n  name: other\n"},
+		"changes owner":   {deploy.OverlayDeployment: "metadata:\n  ownerReferences:\n  - {apiVersion: v1, kind: ConfigMap, name: x, uid: u2}\n"},
+		"not YAML":        {deploy.OverlayPDB: "spec: [\n"},
+		"wrong structure": {deploy.OverlayHPA: "spec: 3\n"},
+	} {
+		if _, err := deploy.Render(gw, bad); err == nil {
+			t.Errorf("%s: rendered, want an error", what)
+		}
+	}
+	gw.Spec.Infrastructure = &gwv1.GatewayInfrastructure{ParametersRef: &gwv1.LocalParametersReference{Group: "example.com", Kind: "Params", Name: "p"}}
+	if _, err := deploy.Parameters(gw); err == nil {
+		t.Error("parametersRef to another kind accepted")
+	}
+	gw.Spec.Infrastructure.ParametersRef = &gwv1.LocalParametersReference{Kind: "ConfigMap", Name: "p"}
+	if name, err := deploy.Parameters(gw); name != "p" || err != nil {
+		t.Errorf("Parameters = %q, %v", name, err)
+	}
+}
+
+func toJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
