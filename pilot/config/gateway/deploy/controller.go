@@ -27,8 +27,6 @@ import (
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
-
-	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 )
 
 // Defaults of Options.
@@ -107,7 +105,10 @@ func New(opts Options) (*Controller, error) {
 // call starts from fresh caches, so a replica that leads again picks up
 // what changed meanwhile.
 func (c *Controller) Run(ctx context.Context) error {
-	r := newRun(c.opts)
+	r, err := newRun(c.opts)
+	if err != nil {
+		return err
+	}
 	return r.run(ctx)
 }
 
@@ -144,7 +145,7 @@ type run struct {
 	errs    map[types.NamespacedName]string // last error logged per Gateway
 }
 
-func newRun(opts Options) *run {
+func newRun(opts Options) (*run, error) {
 	r := &run{
 		opts:      opts,
 		gwFactory: gwinformers.NewSharedInformerFactory(opts.Gateways, 0),
@@ -163,7 +164,7 @@ func newRun(opts Options) *run {
 	r.hpas, r.pdbs = hpas.Lister(), pdbs.Lister()
 
 	gwInf := gws.Informer()
-	_, _ = gwInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := gwInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueueObject,
 		UpdateFunc: func(oldObj, newObj any) {
 			// Status writes (attachedRoutes, conditions) change nothing here.
@@ -176,24 +177,30 @@ func newRun(opts Options) *run {
 			r.enqueueObject(newObj)
 		},
 		DeleteFunc: r.enqueueObject,
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+	}
 	classInf := classes.Informer()
-	_, _ = classInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := classInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueueClass,
 		UpdateFunc: func(_, n any) { r.enqueueClass(n) },
 		DeleteFunc: r.enqueueClass,
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+	}
 	owned := cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueueOwner,
 		UpdateFunc: func(_, n any) { r.enqueueOwner(n) },
 		DeleteFunc: r.enqueueOwner,
 	}
 	for _, inf := range []cache.SharedIndexInformer{deps.Informer(), svcs.Informer(), sas.Informer(), hpas.Informer(), pdbs.Informer()} {
-		_, _ = inf.AddEventHandler(owned)
+		if _, err := inf.AddEventHandler(owned); err != nil {
+			return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+		}
 		r.synced = append(r.synced, inf.HasSynced)
 	}
 	r.synced = append(r.synced, gwInf.HasSynced, classInf.HasSynced)
-	return r
+	return r, nil
 }
 
 // asMeta returns obj's metadata (also of a deleted object's tombstone).
@@ -453,7 +460,7 @@ var applyOptions = metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 // ours reports whether gw's class is served by this controller.
 func (r *run) ours(gw *gwv1.Gateway) bool {
 	gc, err := r.classes.Get(string(gw.Spec.GatewayClassName))
-	return err == nil && gc.Spec.ControllerName == gateway.ControllerName
+	return err == nil && gc.Spec.ControllerName == ControllerName
 }
 
 // step is one object to apply.

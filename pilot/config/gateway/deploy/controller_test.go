@@ -49,12 +49,13 @@ type passes struct {
 type pass struct {
 	changes []string
 	err     error
+	at      time.Time
 }
 
 func (p *passes) record(gw types.NamespacedName, changes []string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.seen[gw] = append(p.seen[gw], pass{changes, err})
+	p.seen[gw] = append(p.seen[gw], pass{changes, err, time.Now()})
 	close(p.ch)
 	p.ch = make(chan struct{})
 }
@@ -96,10 +97,10 @@ type fixture struct {
 	logs   *testutil.Buffer
 }
 
-// start installs the Gateway API CRDs and GatewayClasses "istio" (ours)
-// and "other" (another controller) once, makes a namespace for the test,
-// and runs a controller until the test ends.
-func start(t *testing.T) *fixture {
+// setup installs the Gateway API CRDs and GatewayClasses "istio" (ours)
+// and "other" (another controller) once, and makes a namespace for the
+// test.
+func setup(t testing.TB) *fixture {
 	t.Helper()
 	crds := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "gateway-api-standard.gen.yaml")
 	if err := kubetest.InstallCRDs(t.Context(), env.Config(), crds); err != nil {
@@ -122,9 +123,15 @@ func start(t *testing.T) *fixture {
 	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{kube: kube, gw: gwc, ns: ns, passes: &passes{ch: make(chan struct{}), seen: map[types.NamespacedName][]pass{}}, logs: &testutil.Buffer{}}
+	return &fixture{kube: kube, gw: gwc, ns: ns, passes: &passes{ch: make(chan struct{}), seen: map[types.NamespacedName][]pass{}}, logs: &testutil.Buffer{}}
+}
+
+// start is setup, and a controller running until the test ends.
+func start(t *testing.T) *fixture {
+	t.Helper()
+	f := setup(t)
 	c, err := deploy.New(deploy.Options{
-		Kube: kube, Gateways: gwc, Reconciled: f.passes.record,
+		Kube: f.kube, Gateways: f.gw, Reconciled: f.passes.record,
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
 		Log: slog.New(slog.NewTextHandler(f.logs, nil)),
 	})

@@ -20,6 +20,10 @@ import (
 
 // Labels, annotations and names istiod's deployment controller uses.
 const (
+	// ControllerName is the controllerName of the GatewayClasses whose
+	// Gateways are deployed (pilot/config/gateway.ControllerName; not
+	// imported, so that package may use Name).
+	ControllerName gwv1.GatewayController = "istio.io/gateway-controller"
 	// FieldManager is the server-side apply field manager.
 	FieldManager = "istio.io/gateway-controller"
 	// ManagedLabel marks the objects this controller owns; an existing

@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshpilot/meshpilot/internal/injectfixture"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 	"github.com/meshpilot/meshpilot/pilot/config/gateway/deploy"
 	"github.com/meshpilot/meshpilot/pilot/webhook/inject"
 )
@@ -120,6 +121,12 @@ func TestRenderServiceTypeAddressesInfrastructure(t *testing.T) {
 	}
 	if lb := objs.Service.Spec.LoadBalancerIP; lb == nil || *lb != "10.1.2.3" {
 		t.Errorf("loadBalancerIP %v", lb)
+	}
+}
+
+func TestControllerName(t *testing.T) {
+	if deploy.ControllerName != gateway.ControllerName {
+		t.Errorf("deploy.ControllerName %q, gateway.ControllerName %q", deploy.ControllerName, gateway.ControllerName)
 	}
 }
 
