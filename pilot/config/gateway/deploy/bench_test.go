@@ -32,11 +32,6 @@ func runDeployBench(b *testing.B, n int) {
 	b.Helper()
 	f := startBench(b)
 	ctx := b.Context()
-	w, err := f.kube.CoreV1().Services(f.ns).Watch(ctx, metav1.ListOptions{LabelSelector: deploy.ManagedLabel + "=" + deploy.ManagedValue})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
 	start := time.Now()
 	for i := range n {
 		_, err := f.gw.GatewayV1().Gateways(f.ns).Create(ctx, &gwv1.Gateway{
@@ -51,17 +46,12 @@ func runDeployBench(b *testing.B, n int) {
 		}
 	}
 	created := time.Since(start)
-	seen := map[string]bool{}
 	deadline := time.After(2 * time.Minute)
-	for len(seen) < n {
-		select {
-		case ev := <-w.ResultChan():
-			if svc, ok := ev.Object.(*corev1.Service); ok && ev.Type == watch.Added {
-				seen[svc.Name] = true
-			}
-		case <-deadline:
-			b.Fatalf("%d of %d Services after 2 minutes", len(seen), n)
-		}
+	if got := f.countServices(b, n, deadline); got < n {
+		f.passes.mu.Lock()
+		passed := len(f.passes.seen)
+		f.passes.mu.Unlock()
+		b.Fatalf("%d of %d Services after 2 minutes (%d Gateways passed over); logs:\n%s", got, n, passed, f.logs.String())
 	}
 	last := time.Since(start)
 
@@ -100,7 +90,7 @@ func startBench(tb testing.TB) *fixture {
 	f := setup(tb)
 	c, err := deploy.New(deploy.Options{
 		Kube: f.kube, Gateways: f.gw, Reconciled: f.passes.record, Resync: 3 * time.Second,
-		Log: slog.New(slog.DiscardHandler),
+		Log: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -110,4 +100,50 @@ func startBench(tb testing.TB) *fixture {
 	wg.Go(func() { _ = c.Run(ctx) })
 	tb.Cleanup(func() { cancel(); wg.Wait() })
 	return f
+}
+
+// countServices watches the managed Services of f's namespace until n
+// exist or deadline, and returns how many exist. A watch the server ends
+// is started again from a new list.
+func (f *fixture) countServices(b *testing.B, n int, deadline <-chan time.Time) int {
+	sel := metav1.ListOptions{LabelSelector: deploy.ManagedLabel + "=" + deploy.ManagedValue}
+	seen := map[string]bool{}
+	for {
+		list, err := f.kube.CoreV1().Services(f.ns).List(b.Context(), sel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range list.Items {
+			seen[s.Name] = true
+		}
+		if len(seen) >= n {
+			return len(seen)
+		}
+		o := sel
+		o.ResourceVersion = list.ResourceVersion
+		w, err := f.kube.CoreV1().Services(f.ns).Watch(b.Context(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+	events:
+		for {
+			select {
+			case ev, open := <-w.ResultChan():
+				if !open {
+					break events
+				}
+				if svc, ok := ev.Object.(*corev1.Service); ok && ev.Type == watch.Added {
+					seen[svc.Name] = true
+					if len(seen) >= n {
+						w.Stop()
+						return len(seen)
+					}
+				}
+			case <-deadline:
+				w.Stop()
+				return len(seen)
+			}
+		}
+		w.Stop()
+	}
 }
