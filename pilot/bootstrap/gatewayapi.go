@@ -15,17 +15,23 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/pilot/config/gateway"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway/deploy"
 )
 
-// gatewayStatusLease is istiod's lease for the replica that writes
-// Gateway API status.
-const gatewayStatusLease = "istio-gateway-status-leader"
+// Leases of istiod's Gateway API singletons: the replica that writes
+// status, and the one that deploys Gateways (gateway/deploy).
+const (
+	gatewayStatusLease     = "istio-gateway-status-leader"
+	gatewayDeploymentLease = "istio-gateway-deployment-leader"
+)
 
 // startGatewayAPI runs the Gateway API source when the cluster serves
 // gateway.networking.k8s.io/v1 (the chart installs its CRDs): the
 // controller keeping gatewayStore and, while this replica leads
 // gatewayStatusLease, its status writer (Gateway API status is written
-// whatever PILOT_ENABLE_STATUS says, as istiod does). Without the CRDs it
+// whatever PILOT_ENABLE_STATUS says, as istiod does) and, while it leads
+// gatewayDeploymentLease, the deployment of Gateways of class istio
+// (ServiceAccount, Deployment and Service each). Without the CRDs it
 // logs one line and the source stays off (installing them later takes a
 // restart). It returns once the first translation is in the store.
 func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
@@ -71,6 +77,17 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 		return k.elector.Run(ctx, gatewayStatusLease, func(lctx context.Context) {
 			if err := c.WriteStatus(lctx); err != nil {
 				log.Error("gateway api status writer stopped", "error", err)
+			}
+		})
+	})
+	deployer, err := deploy.New(deploy.Options{Kube: k.client, Gateways: client, Log: log.With("component", "gateway-deployment")})
+	if err != nil {
+		return err
+	}
+	s.goServe("gateway-api-deployment", func() error {
+		return k.elector.Run(ctx, gatewayDeploymentLease, func(lctx context.Context) {
+			if err := deployer.Run(lctx); err != nil {
+				log.Error("gateway deployment controller stopped", "error", err)
 			}
 		})
 	})

@@ -7,6 +7,8 @@ package conformance_test
 // round tripper refuses every request), so the list cannot silently rot.
 var noTraffic = map[string]string{
 	"HTTPRoute303Redirect":                         reqTraffic,
+	"HTTPRouteCORS":                                reqTraffic,
+	"HTTPRouteRetry":                               reqTraffic,
 	"HTTPRoute307Redirect":                         reqTraffic,
 	"HTTPRoute308Redirect":                         reqTraffic,
 	"HTTPRouteCrossNamespace":                      reqTraffic,

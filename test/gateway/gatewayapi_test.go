@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,6 +121,33 @@ func TestGatewayAPIEndToEnd(t *testing.T) {
 			}
 		}
 		return errors.New("not accepted yet")
+	})
+
+	// The leader deploys the Gateway (pilot/config/gateway/deploy), and
+	// its Service's address becomes the Gateway's.
+	var svcIP string
+	testutil.EventuallyNoError(t, time.Minute, "Deployment and Service gw-istio", func() error {
+		if _, err := env.Clientset().AppsV1().Deployments(ns).Get(ctx, "gw-istio", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		svc, err := env.Clientset().CoreV1().Services(ns).Get(ctx, "gw-istio", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		svcIP = svc.Spec.ClusterIP
+		return nil
+	})
+	testutil.EventuallyNoError(t, time.Minute, "Gateway address "+svcIP, func() error {
+		g, err := v1.Gateways(ns).Get(ctx, "gw", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, a := range g.Status.Addresses {
+			if a.Value == svcIP {
+				return nil
+			}
+		}
+		return fmt.Errorf("addresses %v", g.Status.Addresses)
 	})
 }
 

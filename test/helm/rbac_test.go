@@ -78,8 +78,9 @@ var deniedAccess = []access{
 	{"coordination.k8s.io", "leases", "get", "default"},
 	{"", "configmaps", "delete", "default"},
 	{"", "pods", "create", "default"},
-	{"", "services", "get", "default"},
-	{"apps", "deployments", "list", ""},
+	{"", "services", "update", "default"},
+	{"apps", "deployments", "update", "default"},
+	{"apps", "statefulsets", "list", ""},
 	{"networking.istio.io", "virtualservices", "create", "default"},
 	{"networking.istio.io", "virtualservices", "delete", "default"},
 	{"telemetry.istio.io", "telemetries", "create", "default"},
@@ -128,6 +129,13 @@ func statusWriteAccess() []access {
 var gatewayAPIAccess = []grant{
 	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes", "referencegrants"}, []string{"get", "list", "watch"}},
 	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status", "tcproutes/status", "udproutes/status"}, []string{"update"}},
+	// pilot/config/gateway/deploy: each Gateway's ServiceAccount,
+	// Deployment, Service, HPA and PDB, server-side applied and deleted
+	// with it.
+	{"", []string{"serviceaccounts", "services"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{"apps", []string{"deployments"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{"autoscaling", []string{"horizontalpodautoscalers"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
+	{"policy", []string{"poddisruptionbudgets"}, []string{"get", "list", "watch", "create", "patch", "delete"}},
 }
 
 // credentialsOffDenied are denied with gateways.credentials.enabled=false:

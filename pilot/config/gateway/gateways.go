@@ -11,6 +11,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway/deploy"
 )
 
 // listener is one listener of a Gateway of ours, as translation sees it.
@@ -268,7 +269,9 @@ func (t *translator) addresses(gw *gwv1.Gateway) []gwv1.GatewayStatusAddress {
 	if len(out) > 0 || t.in.Service == nil {
 		return out
 	}
-	svc := t.in.Service(fmt.Sprintf("%s-%s.%s.svc.%s", gw.Name, gw.Spec.GatewayClassName, gw.Namespace, t.in.domain()))
+	// The Service automated deployment made (deploy.Name: NAME-CLASS, made
+	// a valid name, or the name-override annotation).
+	svc := t.in.Service(fmt.Sprintf("%s.%s.svc.%s", deploy.Name(gw), gw.Namespace, t.in.domain()))
 	if svc == nil || svc.Address == "" {
 		return nil
 	}

@@ -484,3 +484,79 @@ spec:
 		}
 	}
 }
+
+// TestAddressesFromDeployedService: a Gateway's address is the cluster IP
+// of the Service automated deployment made for it, by deploy.Name: the
+// name-override annotation, or NAME-CLASS made a valid Service name.
+func TestAddressesFromDeployedService(t *testing.T) {
+	var in gateway.Input
+	if err := in.DecodeAll([]byte(classYAML+`---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: edge.example
+  namespace: default
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata:
+  name: renamed
+  namespace: default
+  annotations: {gateway.istio.io/name-override: front}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+`), "default"); err != nil {
+		t.Fatal(err)
+	}
+	in.Service = serviceLookup([]*model.Service{
+		nt.KubeService("edge-example-istio", "default", "10.0.0.90", model.Port{Name: "http", Port: 80}),
+		nt.KubeService("front", "default", "10.0.0.91", model.Port{Name: "http", Port: 80}),
+	})
+	out := gateway.Translate(in)
+	for name, want := range map[string]string{"edge.example": "10.0.0.90", "renamed": "10.0.0.91"} {
+		st := out.Gateways[types.NamespacedName{Namespace: "default", Name: name}]
+		if len(st.Addresses) != 1 || st.Addresses[0].Value != want {
+			t.Errorf("Gateway %s addresses %v, want %s", name, st.Addresses, want)
+		}
+	}
+}
+
+// TestCORSWildcardMethod mirrors conformance HTTPRouteCORS: allowMethods
+// "*" is accepted (a hand-written VirtualService may not use it) and kept
+// in the corsPolicy, for Envoy to send as the header's value.
+func TestCORSWildcardMethod(t *testing.T) {
+	out := translateYAML(t, `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: cors, namespace: default}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - filters: [{type: CORS, cors: {allowOrigins: ["https://a.example.com"], allowMethods: ["*"]}}]
+    backendRefs: [{name: web, port: 8080}]
+`)
+	if got := routeConds(t, out, "default", "cors"); got != "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs" {
+		t.Fatalf("route: %s", got)
+	}
+	found := false
+	for _, c := range out.Configs {
+		if vs, ok := c.Spec.(*networking.VirtualService); ok {
+			for _, h := range vs.GetHttp() {
+				found = found || slices.Equal(h.GetCorsPolicy().GetAllowMethods(), []string{"*"})
+			}
+		}
+	}
+	if !found {
+		t.Error(`no corsPolicy with allowMethods ["*"] in the VirtualServices`)
+	}
+}

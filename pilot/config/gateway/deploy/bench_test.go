@@ -1,0 +1,149 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/meshpilot/meshpilot/pilot/config/gateway/deploy"
+)
+
+// BenchmarkDeploy100Gateways creates 100 Gateways (one namespace, created
+// as fast as the client goes) and measures, from the API server's watch,
+// the time from the first create to the last of their Services; then the
+// time of one resync pass over all of them and what it applied (nothing
+// changed: it must apply nothing). Run it with -benchtime=1x.
+func BenchmarkDeploy100Gateways(b *testing.B) {
+	const n = 100
+	for range b.N {
+		runDeployBench(b, n)
+	}
+}
+
+func runDeployBench(b *testing.B, n int) {
+	b.Helper()
+	f := startBench(b)
+	ctx := b.Context()
+	start := time.Now()
+	for i := range n {
+		_, err := f.gw.GatewayV1().Gateways(f.ns).Create(ctx, &gwv1.Gateway{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("gw%d", i)},
+			Spec: gwv1.GatewaySpec{GatewayClassName: "istio", Listeners: []gwv1.Listener{
+				{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType},
+				{Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType},
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	created := time.Since(start)
+	deadline := time.After(2 * time.Minute)
+	if got := f.countServices(b, n, deadline); got < n {
+		f.passes.mu.Lock()
+		passed := len(f.passes.seen)
+		f.passes.mu.Unlock()
+		b.Fatalf("%d of %d Services after 2 minutes (%d Gateways passed over); logs:\n%s", got, n, passed, f.logs.String())
+	}
+	last := time.Since(start)
+
+	// Every Gateway passed over again after a resync tick (3 s in
+	// startBench) must have applied nothing more: 3 applies per Gateway
+	// in all.
+	resyncAfter := start.Add(last + 3*time.Second)
+	for {
+		f.passes.mu.Lock()
+		ch, done, applies := f.passes.ch, 0, 0
+		for _, ps := range f.passes.seen {
+			if ps[len(ps)-1].at.After(resyncAfter) {
+				done++
+			}
+			for _, p := range ps {
+				applies += len(p.changes)
+			}
+		}
+		f.passes.mu.Unlock()
+		if done == n {
+			b.ReportMetric(created.Seconds(), "s-creates")
+			b.ReportMetric(last.Seconds(), "s-to-last-service")
+			b.ReportMetric(float64(applies)/float64(n), "applies/gateway")
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			b.Fatalf("resync: %d of %d Gateways passed over again", done, n)
+		}
+	}
+}
+
+// startBench is start for a benchmark, with a 3 s resync.
+func startBench(tb testing.TB) *fixture {
+	f := setup(tb)
+	c, err := deploy.New(deploy.Options{
+		Kube: f.kube, Gateways: f.gw, Reconciled: f.passes.record, Resync: 3 * time.Second,
+		Log: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Run(ctx) })
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	return f
+}
+
+// countServices watches the managed Services of f's namespace until n
+// exist or deadline, and returns how many exist. A watch the server ends
+// is started again from a new list.
+func (f *fixture) countServices(b *testing.B, n int, deadline <-chan time.Time) int {
+	sel := metav1.ListOptions{LabelSelector: deploy.ManagedLabel + "=" + deploy.ManagedValue}
+	seen := map[string]bool{}
+	for {
+		list, err := f.kube.CoreV1().Services(f.ns).List(b.Context(), sel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range list.Items {
+			seen[s.Name] = true
+		}
+		if len(seen) >= n {
+			return len(seen)
+		}
+		o := sel
+		o.ResourceVersion = list.ResourceVersion
+		w, err := f.kube.CoreV1().Services(f.ns).Watch(b.Context(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+	events:
+		for {
+			select {
+			case ev, open := <-w.ResultChan():
+				if !open {
+					break events
+				}
+				if svc, ok := ev.Object.(*corev1.Service); ok && ev.Type == watch.Added {
+					seen[svc.Name] = true
+					if len(seen) >= n {
+						w.Stop()
+						return len(seen)
+					}
+				}
+			case <-deadline:
+				w.Stop()
+				return len(seen)
+			}
+		}
+		w.Stop()
+	}
+}
