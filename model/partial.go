@@ -15,14 +15,31 @@ type PartialGenerator interface {
 
 // ResourceHost returns the service hostname a per-service resource name
 // belongs to: the last "|"-separated field of a cluster name
-// ("outbound|9080|v1|reviews.default.svc.cluster.local"). Other names
+// ("outbound|9080|v1|reviews.default.svc.cluster.local"), or the part
+// after the third "_." of an AUTO_PASSTHROUGH gateway's SNI-DNAT cluster
+// ("outbound_.9080_.v1_.reviews.default.svc.cluster.local"). Other names
 // ("BlackHoleCluster", "inbound|9080||") belong to no service.
 func ResourceHost(name string) string {
 	i := strings.LastIndexByte(name, '|')
 	if i < 0 {
-		return ""
+		return sniDNATHost(name)
 	}
 	return name[i+1:]
+}
+
+// sniDNATHost is the host of "outbound_.PORT_.SUBSET_.HOST", "" for
+// another name.
+func sniDNATHost(name string) string {
+	rest, ok := strings.CutPrefix(name, "outbound_.")
+	if !ok {
+		return ""
+	}
+	for range 2 {
+		if _, rest, ok = strings.Cut(rest, "_."); !ok {
+			return ""
+		}
+	}
+	return rest
 }
 
 // ChangedServices returns the hostnames a full request is confined to, and

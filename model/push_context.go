@@ -69,6 +69,10 @@ type PushContext struct {
 
 	services       []*Service
 	servicesByHost map[string]*Service
+	// clusterVIPs is set when a service has per-cluster addresses
+	// (Service.ClusterVIPs): proxies of different clusters then get
+	// different addresses (see ClusterVIPScope).
+	clusterVIPs bool
 	// autoVIPs are the auto-allocated addresses of services (auto_vip.go),
 	// computed once per services index.
 	autoVIPs map[string]AutoVIP
@@ -226,6 +230,9 @@ func (pc *PushContext) initServices(env *Environment) {
 		}
 		pc.servicesByHost[s.Hostname] = s
 		pc.services = append(pc.services, s)
+		if s.ClusterVIPs != nil {
+			pc.clusterVIPs = true
+		}
 	}
 	sort.Slice(pc.services, func(i, j int) bool { return pc.services[i].Hostname < pc.services[j].Hostname })
 }
@@ -327,6 +334,17 @@ func usesSourceLabels(vs *networking.VirtualService) bool {
 		}
 	}
 	return false
+}
+
+// ClusterVIPScope is what a cached resource naming service addresses
+// depends on of proxy: "" when no service has per-cluster addresses (a
+// single-cluster mesh), else the proxy's cluster (ISTIO_META_CLUSTER_ID),
+// whose addresses it gets (Service.AddressFor).
+func (pc *PushContext) ClusterVIPScope(proxy *Proxy) string {
+	if !pc.clusterVIPs {
+		return ""
+	}
+	return "\x00cluster=" + proxy.Metadata.ClusterID
 }
 
 // Services returns every service, sorted by hostname.

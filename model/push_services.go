@@ -52,6 +52,13 @@ func (pc *PushContext) patchServices(env *Environment, prev *PushContext, change
 		}
 	}
 	pc.services, pc.servicesByHost = list, byHost
+	// Kept once set (a removed merge only costs cache sharing).
+	pc.clusterVIPs = prev.clusterVIPs
+	for _, s := range current {
+		if s.ClusterVIPs != nil {
+			pc.clusterVIPs = true
+		}
+	}
 }
 
 // currentServices returns the services sd defines for hostnames: by

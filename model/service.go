@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 )
@@ -85,6 +86,77 @@ type Service struct {
 	// outside its cluster (a Kubernetes Service's LoadBalancer ingress IPs
 	// and spec.externalIPs): an east-west gateway's addresses.
 	ExternalAddresses []string
+	// ClusterID is the cluster a Kubernetes service was read from ("" for
+	// other registries).
+	ClusterID string
+	// ClusterVIPs holds, for a service defined in several clusters (same
+	// hostname), each cluster's address by cluster ID (istiod's
+	// ClusterVIPs); nil when there is one definition. Address is then the
+	// first registry's (the local cluster's). See AddressFor and MergeClusters.
+	ClusterVIPs map[string]string
+}
+
+// AddressFor returns the address proxies of cluster clusterID use for the
+// service: the cluster's own (ClusterVIPs) when the service is defined
+// there, else Address.
+func (s *Service) AddressFor(clusterID string) string {
+	if s.ClusterVIPs != nil {
+		if a, ok := s.ClusterVIPs[clusterID]; ok {
+			return a
+		}
+	}
+	return s.Address
+}
+
+// HasAddressFor reports whether AddressFor(clusterID) is a routable VIP.
+func (s *Service) HasAddressFor(clusterID string) bool {
+	a := s.AddressFor(clusterID)
+	return a != "" && a != "0.0.0.0" && a != "None"
+}
+
+// MergeClusters returns first, the winning definition of a hostname, as
+// proxies of every cluster see it, given the later Kubernetes definitions
+// of the same hostname in others (from other clusters): first itself when
+// they add no other cluster's address, else a copy whose ClusterVIPs holds
+// every cluster's address (earlier definitions win a cluster ID). first
+// and others are not changed.
+func MergeClusters(first *Service, others ...*Service) *Service {
+	if first.Registry != RegistryKubernetes {
+		return first
+	}
+	var vips map[string]string
+	for _, o := range others {
+		if o == first || o.Registry != RegistryKubernetes {
+			continue
+		}
+		if vips == nil {
+			vips = map[string]string{}
+			addClusterVIPs(vips, first)
+		}
+		addClusterVIPs(vips, o)
+	}
+	if _, own := vips[first.ClusterID]; len(vips) == 0 || (len(vips) == 1 && own) || maps.Equal(vips, first.ClusterVIPs) {
+		return first
+	}
+	c := *first
+	c.ClusterVIPs = vips
+	return &c
+}
+
+// addClusterVIPs adds the cluster addresses of s to vips, keeping those
+// already there.
+func addClusterVIPs(vips map[string]string, s *Service) {
+	if s.ClusterVIPs != nil {
+		for id, a := range s.ClusterVIPs {
+			if _, ok := vips[id]; !ok {
+				vips[id] = a
+			}
+		}
+		return
+	}
+	if _, ok := vips[s.ClusterID]; !ok && s.ClusterID != "" && s.HasAddress() {
+		vips[s.ClusterID] = s.Address
+	}
 }
 
 // PortByNumber returns the port with the given number.

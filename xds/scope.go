@@ -91,6 +91,10 @@ func (c *Connection) typeAffected(typeURL string, req *model.PushRequest) bool {
 				return true
 			}
 		}
+		// A router's AUTO_PASSTHROUGH listener has a chain per subset.
+		if k.Kind == model.KindDestinationRule && typeURL == model.ListenerType && c.proxy.Type == model.Router {
+			return true
+		}
 	}
 	return false
 }

@@ -84,6 +84,7 @@ func TestPushSendsOnlyAffectedTypes(t *testing.T) {
 func TestTypeAffectedTable(t *testing.T) {
 	sidecar := &Connection{proxy: &model.Proxy{}}
 	grpcClient := &Connection{proxy: &model.Proxy{Metadata: model.NodeMetadata{Generator: model.GeneratorGRPC}}}
+	router := &Connection{proxy: &model.Proxy{Type: model.Router}}
 	key := func(k model.Kind) *model.PushRequest {
 		return model.NewPushRequest(true, model.ReasonConfigUpdate, model.ConfigKey{Kind: k, Name: "x", Namespace: "ns"})
 	}
@@ -97,6 +98,8 @@ func TestTypeAffectedTable(t *testing.T) {
 		{"eds-only", sidecar, model.NewPushRequest(false, model.ReasonEndpointUpdate, model.ConfigKey{Kind: model.KindEndpoints, Name: "h"}), []string{model.EndpointType}},
 		{"service", sidecar, key(model.KindService), []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType}},
 		{"destination rule", sidecar, key(model.KindDestinationRule), []string{model.ClusterType, model.EndpointType}},
+		// AUTO_PASSTHROUGH listeners have a chain per subset.
+		{"destination rule, router", router, key(model.KindDestinationRule), []string{model.ClusterType, model.EndpointType, model.ListenerType}},
 		{"virtual service", sidecar, key(model.KindVirtualService), []string{model.ListenerType, model.RouteType}},
 		{"service entry", sidecar, key(model.KindServiceEntry), all},
 		{"everything", sidecar, model.NewPushRequest(true, model.ReasonGlobalUpdate), all},

@@ -58,3 +58,29 @@ func TestServicesDoesNotChangeInputs(t *testing.T) {
 		t.Fatalf("registry snapshot was reordered: %v", reg)
 	}
 }
+
+// TestClusterVIPsMerged: a Kubernetes service of two clusters (the local
+// registry first, then the remote clusters') has each cluster's address,
+// by Services and by Service alike; the local definition stays primary.
+func TestClusterVIPsMerged(t *testing.T) {
+	const host = "web.shop.svc.cluster.local"
+	kube := func(cluster, vip string) *model.Service {
+		return &model.Service{Hostname: host, Address: vip, ClusterID: cluster, Registry: model.RegistryKubernetes}
+	}
+	local := staticRegistry{kube("c1", "10.96.1.10")}
+	remotes := staticRegistry{kube("c2", "10.96.2.20")}
+	se := staticRegistry{{Hostname: host, Address: "240.240.0.1", Registry: model.RegistryServiceEntry}}
+	c := New(local, remotes, se)
+	want := map[string]string{"c1": "10.96.1.10", "c2": "10.96.2.20"}
+	for what, got := range map[string]*model.Service{"Services": c.Services()[0], "Service": c.Service(host)} {
+		if diff := cmp.Diff(want, got.ClusterVIPs); diff != "" || got.Address != "10.96.1.10" {
+			t.Errorf("%s: address %s, ClusterVIPs (-want +got):\n%s", what, got.Address, diff)
+		}
+	}
+	if local[0].ClusterVIPs != nil {
+		t.Error("the registry's service was changed")
+	}
+	if got := New(local, se).Service(host); got != local[0] {
+		t.Error("a single cluster's service is copied")
+	}
+}

@@ -359,6 +359,7 @@ func (c *Controller) states(dirty map[nsName]struct{}) []ServiceState {
 			st := ServiceState{Hostname: ServiceHostname(n, ns, c.opts.Domain)}
 			if svc := svcs[i]; svc != nil {
 				st.Service = ConvertService(svc, c.opts.Domain)
+				st.Service.ClusterID = c.opts.ClusterID
 				st.Endpoints = idx.Endpoints(svc)
 			}
 			out = append(out, st)

@@ -67,6 +67,7 @@ func (r *Registry) Replace(objs Objects) model.RegistryChanges {
 	prev := r.set.ByHost()
 	for _, ks := range objs.Services {
 		svc := ConvertService(ks, r.domain)
+		svc.ClusterID = r.cluster
 		if _, dup := next[svc.Hostname]; dup {
 			r.log.Warn("duplicate service ignored", "service", svc.Namespace+"/"+svc.Name, "hostname", svc.Hostname)
 			continue

@@ -256,7 +256,8 @@ func (c *Controller) WaitReady(ctx context.Context) error {
 }
 
 // Services returns the services of every remote cluster, sorted by
-// hostname, one per hostname (the lowest cluster ID's).
+// hostname, one per hostname: the lowest cluster ID's, with the addresses
+// of the other clusters defining it (model.MergeClusters).
 func (c *Controller) Services() []*model.Service {
 	view := c.view.Load()
 	if view == nil || len(*view) == 0 {
@@ -265,33 +266,51 @@ func (c *Controller) Services() []*model.Service {
 	if len(*view) == 1 {
 		return (*view)[0].Services()
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	var out []*model.Service
+	var dups map[string][]*model.Service
 	for _, ctrl := range *view {
 		for _, s := range ctrl.Services() {
-			if !seen[s.Hostname] {
-				seen[s.Hostname] = true
-				out = append(out, s)
+			if _, ok := seen[s.Hostname]; ok {
+				if dups == nil {
+					dups = map[string][]*model.Service{}
+				}
+				dups[s.Hostname] = append(dups[s.Hostname], s)
+				continue
 			}
+			seen[s.Hostname] = len(out)
+			out = append(out, s)
 		}
+	}
+	for h, others := range dups {
+		i := seen[h]
+		out[i] = model.MergeClusters(out[i], others...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Hostname < out[j].Hostname })
 	return out
 }
 
-// Service returns the service of hostname from the first remote cluster
-// defining it, or nil.
+// Service returns the service of hostname as Services does, or nil.
 func (c *Controller) Service(hostname string) *model.Service {
 	view := c.view.Load()
 	if view == nil {
 		return nil
 	}
+	var first *model.Service
+	var others []*model.Service
 	for _, ctrl := range *view {
-		if s := ctrl.Service(hostname); s != nil {
-			return s
+		switch s := ctrl.Service(hostname); {
+		case s == nil:
+		case first == nil:
+			first = s
+		default:
+			others = append(others, s)
 		}
 	}
-	return nil
+	if first == nil || others == nil {
+		return first
+	}
+	return model.MergeClusters(first, others...)
 }
 
 // ClusterInfo describes one remote cluster for debugging.

@@ -22,7 +22,9 @@ func restConfigFor(kubeconfig []byte) (*rest.Config, error) {
 	}
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig does not parse: %w", err)
+		// The decoder's message may quote the kubeconfig (a YAML value
+		// in an unsupported key, for one): it is not passed on.
+		return nil, errors.New("kubeconfig does not parse (YAML or JSON of kind Config expected)")
 	}
 	if err := checkInline(cfg); err != nil {
 		return nil, err

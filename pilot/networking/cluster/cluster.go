@@ -27,8 +27,10 @@ const HTTPProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolO
 const inboundPassthroughSource = "127.0.0.6"
 
 // Build returns the clusters of proxy, sorted by name: outbound clusters for
-// every visible service port and DestinationRule subset, inbound clusters
-// for the proxy's own service ports, and the three built-in clusters.
+// every visible service port and DestinationRule subset (and, for a router
+// with an AUTO_PASSTHROUGH server, their SNI-DNAT twins: SNIDNATClusters),
+// inbound clusters for the proxy's own service ports, and the three
+// built-in clusters.
 func Build(proxy *model.Proxy, push *model.PushContext) ([]*clusterv3.Cluster, error) {
 	timeout := ConnectTimeout(push.Mesh)
 	byName := map[string]*clusterv3.Cluster{}
@@ -37,10 +39,19 @@ func Build(proxy *model.Proxy, push *model.PushContext) ([]*clusterv3.Cluster, e
 			byName[c.Name] = c
 		}
 	}
+	sniDNAT := wantsSNIDNAT(proxy, push)
 	for _, svc := range push.ServicesFor(proxy) {
-		cs, err := ServiceClusters(push, svc, push.DestinationRuleFor(proxy, svc), timeout)
+		dr := push.DestinationRuleFor(proxy, svc)
+		cs, err := ServiceClusters(push, svc, dr, timeout)
 		if err != nil {
 			return nil, err
+		}
+		if sniDNAT {
+			sni, err := SNIDNATClusters(push, svc, dr, timeout)
+			if err != nil {
+				return nil, err
+			}
+			cs = append(cs, sni...)
 		}
 		for _, c := range cs {
 			add(c)

@@ -23,7 +23,8 @@ import (
 // and, when auto-mTLS may apply, when any PeerAuthentication changes or
 // the service's endpoints change. The built-in clusters are cached under one key that only a
 // mesh-wide invalidation drops. Inbound clusters are per proxy and built
-// fresh.
+// fresh. A router with an AUTO_PASSTHROUGH server also gets each service's
+// SNI-DNAT clusters (SNIDNATClusters), cached and dropped as its outbound ones.
 //
 // EnvoyFilter CLUSTER patches are applied to every cluster before it is
 // marshalled (SIDECAR_OUTBOUND, or GATEWAY for routers; SIDECAR_INBOUND
@@ -48,12 +49,19 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, _ *mode
 	services := push.ServicesFor(proxy)
 	out := make(model.Resources, 0, 2*len(services)+8)
 	pt := newPatching(proxy, push, g.EnvoyFilters)
+	sniDNAT := wantsSNIDNAT(proxy, push)
 	for _, svc := range services {
 		res, err := serviceResources(proxy, push, cache, svc, timeout, pt)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, res...)
+		if sniDNAT {
+			if res, err = sniDNATResources(proxy, push, cache, svc, timeout, pt); err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+		}
 	}
 	inbound, err := InboundClusters(proxy, push, timeout)
 	if err != nil {
@@ -127,6 +135,7 @@ func (g Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext,
 	timeout := ConnectTimeout(push.Mesh)
 	pt := newPatching(proxy, push, g.EnvoyFilters)
 	var out model.Resources
+	sniDNAT := wantsSNIDNAT(proxy, push)
 	for h := range hosts {
 		svc := push.VisibleService(proxy, h)
 		if svc == nil {
@@ -137,6 +146,12 @@ func (g Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext,
 			return nil, err
 		}
 		out = append(out, res...)
+		if sniDNAT {
+			if res, err = sniDNATResources(proxy, push, cache, svc, timeout, pt); err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+		}
 	}
 	return appendAdded(out, pt, hosts)
 }
@@ -155,6 +170,46 @@ func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.
 	}
 	tok := cache.Token(push)
 	cs, err := ServiceClusters(push, svc, dr, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
+	}
+	cs = pt.patches.Clusters(pt.ctx, cs)
+	res, err := resource.MarshalAll(cs, clusterName)
+	if err != nil {
+		return nil, fmt.Errorf("cds for %s: service %s: %w", proxy.ID, svc.Hostname, err)
+	}
+	cache.Add(key, serviceDeps(push, svc, dr), tok, res)
+	return res, nil
+}
+
+// wantsSNIDNAT reports whether proxy is a router with an AUTO_PASSTHROUGH
+// server: it then also gets every visible service's SNI-DNAT clusters, as
+// istiod sends them (not only those of the servers' hosts).
+func wantsSNIDNAT(proxy *model.Proxy, push *model.PushContext) bool {
+	return proxy.Type == model.Router && len(push.AutoPassthroughServers(proxy)) > 0
+}
+
+// sniDNATScope is the cache scope of SNI-DNAT clusters (see SNIDNATClusters).
+const sniDNATScope = "sni-dnat"
+
+// sniDNATResources returns the marshalled SNI-DNAT clusters of svc for
+// proxy, from the cache when it holds them; they depend on what the
+// service's outbound clusters depend on.
+func sniDNATResources(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, svc *model.Service, timeout *durationpb.Duration,
+	pt patching) (model.Resources, error) {
+	if svc.MeshExternal {
+		return nil, nil
+	}
+	dr := push.DestinationRuleFor(proxy, svc)
+	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname, Scope: sniDNATScope, EnvoyFilters: pt.key}
+	if dr != nil {
+		key.Config = dr.Key()
+	}
+	if res, ok := cache.Get(key); ok {
+		return res, nil
+	}
+	tok := cache.Token(push)
+	cs, err := SNIDNATClusters(push, svc, dr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
 	}

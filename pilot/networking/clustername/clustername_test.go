@@ -30,3 +30,34 @@ func TestBuildAndParse(t *testing.T) {
 		}
 	}
 }
+
+func TestSNIDNAT(t *testing.T) {
+	cases := []struct {
+		subset string
+		want   string
+	}{
+		{"", "outbound_.9080_._.reviews.default.svc.cluster.local"},
+		{"v1", "outbound_.9080_.v1_.reviews.default.svc.cluster.local"},
+	}
+	for _, c := range cases {
+		got := SNIDNAT(c.subset, reviewsHost, 9080)
+		if got != c.want {
+			t.Errorf("SNIDNAT(%q) = %q, want %q", c.subset, got, c.want)
+		}
+		if !IsSNIDNAT(got) {
+			t.Errorf("IsSNIDNAT(%q) false", got)
+		}
+		dir, subset, host, port, ok := Parse(got)
+		if !ok || dir != Outbound || subset != c.subset || host != reviewsHost || port != 9080 {
+			t.Errorf("Parse(%q) = %q %q %q %d %v", got, dir, subset, host, port, ok)
+		}
+	}
+	for _, bad := range []string{"outbound_.", "outbound_.x_._.h", "outbound_.0_._.h", "outbound_.80_._.", "outbound_.80_.h", "outbound_.80__.h"} {
+		if _, _, _, _, ok := Parse(bad); ok {
+			t.Errorf("Parse(%q) ok, want not ok", bad)
+		}
+	}
+	if IsSNIDNAT("outbound|9080||" + reviewsHost) {
+		t.Error("IsSNIDNAT of a | name")
+	}
+}

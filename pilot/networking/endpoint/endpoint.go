@@ -53,6 +53,11 @@ type target struct {
 	// ok is false when the name is no outbound cluster of a known service
 	// port and subset: the assignment is empty.
 	ok bool
+	// mTLSOnly is set for an AUTO_PASSTHROUGH gateway's SNI-DNAT cluster
+	// ("outbound_.PORT_.SUBSET_.HOST"): as istiod, only endpoints with a
+	// sidecar (tlsMode istio) are sent, since the gateway cannot tell
+	// whether the bytes it passes through are mTLS.
+	mTLSOnly bool
 }
 
 func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
@@ -60,7 +65,7 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 	if !ok || dir != clustername.Outbound {
 		return target{}
 	}
-	t := target{svc: push.ServiceByHost(host), subset: subset}
+	t := target{svc: push.ServiceByHost(host), subset: subset, mTLSOnly: clustername.IsSNIDNAT(name)}
 	if t.svc == nil {
 		return t
 	}
@@ -83,7 +88,8 @@ func resolve(proxy *model.Proxy, push *model.PushContext, name string) target {
 // balancing compares labels (failoverPriority), the registry labels of each
 // endpoint (with its network: see model.NetworkLabels), indexed like its
 // Endpoints and their LbEndpoints. In a multi-network mesh the endpoints
-// are those the proxy's network reaches (see SplitHorizon).
+// are those the proxy's network reaches (see SplitHorizon). SNI-DNAT
+// clusters keep only mTLS endpoints (see target.mTLSOnly).
 func (t target) build(proxy *model.Proxy, push *model.PushContext, name string) (*endpointv3.ClusterLoadAssignment, [][]map[string]string) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
 	if !t.ok {
@@ -112,6 +118,9 @@ func (t target) build(proxy *model.Proxy, push *model.PushContext, name string) 
 	}
 	for _, e := range eps {
 		if !selected && !t.selects(e) {
+			continue
+		}
+		if t.mTLSOnly && e.Labels[cluster.TLSModeLabel] != cluster.TLSModeIstio {
 			continue
 		}
 		group := byLocality[e.Locality]

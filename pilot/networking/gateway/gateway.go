@@ -39,6 +39,9 @@ const (
 	// kindTLSTCP: TLS terminated (protocol TLS, or a TCP protocol with tls
 	// settings), then the bytes go to a tcp route as for kindTCP.
 	kindTLSTCP
+	// kindAutoPassthrough: istiod's east-west (SNI-DNAT) server: mTLS
+	// forwarded by its SNI, the name of the destination's SNI-DNAT cluster.
+	kindAutoPassthrough
 )
 
 // tcpProtocols are the opaque protocols Istio forwards with tcp routes.
@@ -47,8 +50,9 @@ var tcpProtocols = map[string]bool{"TCP": true, "MONGO": true, "REDIS": true, "M
 // serverKind classifies a server as Istio does: HTTP protocols route HTTP;
 // HTTPS terminates TLS then routes HTTP; PASSTHROUGH forwards TLS by SNI;
 // TLS and TCP protocols otherwise go to tcp routes, TLS being terminated
-// when the server has tls settings. AUTO_PASSTHROUGH (SNI-DNAT for
-// multi-network) and unknown protocols are not supported.
+// when the server has tls settings; AUTO_PASSTHROUGH TLS and HTTPS
+// servers forward by SNI to the SNI-DNAT clusters (see autoPassthrough).
+// Unknown protocols, and AUTO_PASSTHROUGH on a TCP protocol, are not supported.
 func serverKind(s *networking.Server) kind {
 	proto := strings.ToUpper(s.GetPort().GetProtocol())
 	mode := s.GetTls().GetMode()
@@ -57,6 +61,8 @@ func serverKind(s *networking.Server) kind {
 		return kindHTTP
 	case proto != "HTTPS" && proto != "TLS" && !tcpProtocols[proto]:
 		return kindUnsupported
+	case model.IsAutoPassthrough(s):
+		return kindAutoPassthrough
 	case mode == networking.ServerTLSSettings_AUTO_PASSTHROUGH:
 		return kindUnsupported
 	case tcpProtocols[proto] && s.GetTls() == nil:
@@ -79,21 +85,7 @@ func Selected(proxy *model.Proxy, push *model.PushContext) []*model.Config {
 // the labels of proxy, a router; an empty selector matches every router,
 // as in Istio.
 func selected(proxy *model.Proxy, push *model.PushContext) []*model.Config {
-	if proxy.Type != model.Router {
-		return nil
-	}
-	var out []*model.Config
-	gws := push.Gateways()
-	for i := range gws {
-		gw, ok := gws[i].Spec.(*networking.Gateway)
-		if !ok {
-			continue
-		}
-		if labelsMatch(gw.GetSelector(), proxy.Labels()) {
-			out = append(out, &gws[i])
-		}
-	}
-	return out
+	return push.GatewaysFor(proxy)
 }
 
 func labelsMatch(selector, labels map[string]string) bool {

@@ -27,7 +27,8 @@ import (
 // model.XDSCache under (namespace, labels), so the pods of one gateway
 // Deployment share one entry, and dropped when any object of those kinds
 // changes (a new object may bind to the gateway, so no finer dependency is
-// safe). Listeners name credentials by SDS resource name only, so a Secret
+// safe); the listeners of a router with AUTO_PASSTHROUGH servers also
+// depend on DestinationRules (their subsets are SNI names). Listeners name credentials by SDS resource name only, so a Secret
 // change leaves them cached and pushes SDS alone. Listeners also carry the
 // router's telemetry (pilot/networking/telemetry): their key adds
 // telemetry.Key (the applied Telemetry objects and the span tags, which
@@ -116,7 +117,12 @@ func (g ListenerGenerator) Generate(proxy *model.Proxy, push *model.PushContext,
 		}
 		out = append(out, r)
 	}
-	cache.Add(key, listenerDeps(), tok, slices.Clip(out))
+	deps := listenerDeps()
+	if len(push.AutoPassthroughServers(proxy)) > 0 {
+		// AUTO_PASSTHROUGH chains list the DestinationRules' subsets.
+		deps = append(deps, model.DependsOnAll(model.KindDestinationRule))
+	}
+	cache.Add(key, deps, tok, slices.Clip(out))
 	return slices.Clone(out), nil
 }
 

@@ -36,7 +36,9 @@ import (
 //   - TCP servers (TCP, MONGO, REDIS, MYSQL) get a chain without match, a
 //     (weighted) tcp_proxy to the first applying tcp route of the bound
 //     VirtualServices; TLS servers that terminate TLS get the same behind
-//     an SNI match and their DownstreamTlsContext.
+//     an SNI match and their DownstreamTlsContext;
+//   - AUTO_PASSTHROUGH servers (east-west gateways) get one chain per
+//     SNI-DNAT cluster (see autoPassthrough).
 //
 // A server that cannot be built (unsupported protocol, bad TLS settings, a
 // duplicate SNI) is logged and skipped; the rest is served. A proxy that is
@@ -75,7 +77,7 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 			Address:          cluster.SocketAddress(listener.WildcardAddress, port),
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		}
-		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, labels: proxy.Labels(), auth: auth.http, seen: map[string]bool{}}
+		b := chainBuilder{log: log.With("listener", l.Name), statPrefix: "outbound_" + l.Name, proxy: proxy, labels: proxy.Labels(), auth: auth.http, seen: map[string]bool{}}
 		for _, s := range byPort[port] {
 			b.add(s, push)
 		}
@@ -115,6 +117,8 @@ func BuildListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Logge
 type chainBuilder struct {
 	log        *slog.Logger
 	statPrefix string
+	// proxy is the router (the services and DestinationRules it sees).
+	proxy *model.Proxy
 	// labels are the router's, for tcp routes' sourceLabels.
 	labels map[string]string
 	// auth are the HTTP filters of the router's RequestAuthentication and
@@ -171,6 +175,8 @@ func (b *chainBuilder) add(s server, push *model.PushContext) {
 		b.passthrough(s, push, log)
 	case kindTCP, kindTLSTCP:
 		b.tcp(s, push, log)
+	case kindAutoPassthrough:
+		b.autoPassthrough(s, push, log)
 	default:
 		log.Warn("gateway server not served: protocol and tls mode not supported",
 			"protocol", s.spec.GetPort().GetProtocol(), "mode", s.spec.GetTls().GetMode().String())

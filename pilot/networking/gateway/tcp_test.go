@@ -74,7 +74,7 @@ func TestTCPServerKinds(t *testing.T) {
 			t.Errorf("%s server: opaque TCP needs no match and no tls_inspector", proto)
 		}
 	}
-	auto := tcpServer(15443, "TLS")
+	auto := tcpServer(15443, "TCP")
 	auto.Tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_AUTO_PASSTHROUGH}
 	if ls := listeners(t, ingress(), gatewayConfig(auto), vs); len(ls) != 0 {
 		t.Errorf("AUTO_PASSTHROUGH server served: %v", ls)

@@ -272,6 +272,7 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 			bindToPort: declared && ep.BindToPort})
 	}
 
+	clusterID := proxy.Metadata.ClusterID
 	taken := map[string]string{}
 	// tlsAt indexes the TLS listeners of out by name, for merging.
 	tlsAt := map[string]int{}
@@ -293,8 +294,9 @@ func outboundListeners(proxy *model.Proxy, push *model.PushContext, log *slog.Lo
 			switch {
 			case declared && egressAddress(ep) != "":
 				addr = egressAddress(ep)
-			case svc.HasAddress() && net.ParseIP(svc.Address) != nil:
-				addr = svc.Address
+			case svc.HasAddressFor(clusterID) && net.ParseIP(svc.AddressFor(clusterID)) != nil:
+				// The address of the proxy's cluster (a service of several clusters has one in each).
+				addr = svc.AddressFor(clusterID)
 			case len(push.AutoVIPsFor(proxy, svc)) > 0:
 				// A ServiceEntry without addresses, to a proxy whose agent
 				// resolves it to its auto-allocated VIP (as Istio).

@@ -113,7 +113,7 @@ func headlessPart(push *model.PushContext, svc *model.Service) []byte {
 // from: the services its namespace and Sidecar see, and, for
 // auto-allocated VIPs, whether it asked for them and its IP families.
 func cacheScope(proxy *model.Proxy, push *model.PushContext) string {
-	s := proxy.ConfigNamespace() + push.SidecarScope(proxy).CacheScope()
+	s := proxy.ConfigNamespace() + push.SidecarScope(proxy).CacheScope() + push.ClusterVIPScope(proxy)
 	if !proxy.Metadata.DNSCapture || !proxy.Metadata.DNSAutoAllocate {
 		return s
 	}
@@ -138,8 +138,8 @@ func build(proxy *model.Proxy, push *model.PushContext) (nds.NameTable, []*model
 	for _, svc := range push.ServicesFor(proxy) {
 		var ips []string
 		switch {
-		case svc.HasAddress():
-			if addr, err := netip.ParseAddr(svc.Address); err == nil {
+		case svc.HasAddressFor(proxy.Metadata.ClusterID):
+			if addr, err := netip.ParseAddr(svc.AddressFor(proxy.Metadata.ClusterID)); err == nil {
 				ips = []string{addr.String()}
 			}
 		case model.NeedsAutoVIP(svc):

@@ -80,7 +80,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 // DestinationRule workload selectors of the namespace name (hash
 // policies) and, only when a VirtualService uses sourceLabels, the labels.
 func routeScope(proxy *model.Proxy, push *model.PushContext) string {
-	ns := proxy.ConfigNamespace() + push.SidecarScope(proxy).CacheScope() + push.DestinationRuleScope(proxy)
+	ns := proxy.ConfigNamespace() + push.SidecarScope(proxy).CacheScope() + push.DestinationRuleScope(proxy) + push.ClusterVIPScope(proxy)
 	if !push.VirtualServicesUseSourceLabels() || len(proxy.Labels()) == 0 {
 		return ns
 	}

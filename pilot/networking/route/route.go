@@ -46,7 +46,7 @@ func BuildRouteConfiguration(proxy *model.Proxy, push *model.PushContext, name s
 			continue
 		}
 		var domains []string
-		for _, d := range Domains(svc, proxy.ConfigNamespace(), push.DomainSuffix) {
+		for _, d := range Domains(svc, proxy.ConfigNamespace(), push.DomainSuffix, proxy.Metadata.ClusterID) {
 			if !used[d] {
 				used[d] = true
 				domains = append(domains, d)
@@ -167,7 +167,7 @@ func catchAll(allowAny bool) *routev3.VirtualHost {
 // namespace, NAME, then NAME.NS.svc and NAME.NS; the VIP. None carries a
 // port: the route configuration ignores the Host header's port
 // (ignore_port_in_host_matching), as Istio's does.
-func Domains(svc *model.Service, proxyNS, domainSuffix string) []string {
+func Domains(svc *model.Service, proxyNS, domainSuffix, clusterID string) []string {
 	out := []string{svc.Hostname}
 	if !strings.HasPrefix(svc.Hostname, "*") {
 		out = append(out, svc.Hostname+".")
@@ -180,8 +180,8 @@ func Domains(svc *model.Service, proxyNS, domainSuffix string) []string {
 			out = append(out, nameNS+".svc", nameNS)
 		}
 	}
-	if svc.HasAddress() {
-		vip := svc.Address
+	if svc.HasAddressFor(clusterID) {
+		vip := svc.AddressFor(clusterID)
 		if strings.Contains(vip, ":") {
 			out = append(out, "["+vip+"]")
 		} else {
