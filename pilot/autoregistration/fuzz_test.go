@@ -63,8 +63,10 @@ func FuzzRegistration(f *testing.F) {
 		if p.VerifiedIdentity != nil {
 			t.Fatal("node metadata set a verified identity")
 		}
-		k, ok := key(p)
-		if !ok {
+		// Auto-registration only: a WORKLOAD_ENTRY key is the name the
+		// proxy gave, of an entry that must already exist.
+		k, auto, ok := (&Controller{}).key(p)
+		if !ok || !auto {
 			return
 		}
 		if len(k.name) > maxNameLength || k.namespace != p.ConfigNamespace() {
