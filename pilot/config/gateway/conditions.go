@@ -2,6 +2,7 @@ package gateway
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // cond builds a condition of generation gen; LastTransitionTime is left for
@@ -39,5 +40,34 @@ func keepTransitionTimes(want, cur []metav1.Condition, now metav1.Time) {
 				want[i].LastTransitionTime = c.LastTransitionTime
 			}
 		}
+	}
+}
+
+// routeConds are a route's ResolvedRefs and Accepted conditions while its
+// rules are translated: each keeps its first failure.
+type routeConds struct {
+	gen                int64
+	resolved, accepted metav1.Condition
+}
+
+func newRouteConds(gen int64) *routeConds {
+	return &routeConds{
+		gen:      gen,
+		resolved: cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen),
+		accepted: cond(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen),
+	}
+}
+
+// unresolved records a reference that does not resolve, unless one did before.
+func (c *routeConds) unresolved(reason gwv1.RouteConditionReason, msg string) {
+	if c.resolved.Status == metav1.ConditionTrue {
+		c.resolved = cond(string(gwv1.RouteConditionResolvedRefs), false, string(reason), msg, c.gen)
+	}
+}
+
+// unsupported records an unsupported value, unless one was before.
+func (c *routeConds) unsupported(msg string) {
+	if c.accepted.Status == metav1.ConditionTrue {
+		c.accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, c.gen)
 	}
 }

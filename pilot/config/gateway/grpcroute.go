@@ -39,19 +39,8 @@ func (t *translator) grpcRoute(v *validation.Validator, r *gwv1.GRPCRoute) *tran
 // RegularExpression gives the regular expression /SERVICE/METHOD (.+ for
 // a missing method).
 func (t *translator) grpcRules(r *gwv1.GRPCRoute) (rules []rule, resolved, accepted metav1.Condition) {
-	gen := r.Generation
-	resolved = cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
-	accepted = cond(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen)
-	unresolved := func(reason gwv1.RouteConditionReason, msg string) {
-		if resolved.Status == metav1.ConditionTrue {
-			resolved = cond(string(gwv1.RouteConditionResolvedRefs), false, string(reason), msg, gen)
-		}
-	}
-	unsupported := func(msg string) {
-		if accepted.Status == metav1.ConditionTrue {
-			accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, gen)
-		}
-	}
+	rc := newRouteConds(r.Generation)
+	unresolved, unsupported := rc.unresolved, rc.unsupported
 	index := 0
 	for ri := range r.Spec.Rules {
 		rl := &r.Spec.Rules[ri]
@@ -103,7 +92,7 @@ func (t *translator) grpcRules(r *gwv1.GRPCRoute) (rules []rule, resolved, accep
 			index++
 		}
 	}
-	return rules, resolved, accepted
+	return rules, rc.resolved, rc.accepted
 }
 
 // grpcMatch is the Istio match of a GRPCRoute match and its precedence

@@ -52,19 +52,8 @@ const (
 // (ResolvedRefs) and whether everything in it is supported (Accepted, or
 // UnsupportedValue).
 func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, accepted metav1.Condition) {
-	gen := r.Generation
-	resolved = cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", gen)
-	accepted = cond(string(gwv1.RouteConditionAccepted), true, string(gwv1.RouteReasonAccepted), "", gen)
-	unresolved := func(reason gwv1.RouteConditionReason, msg string) {
-		if resolved.Status == metav1.ConditionTrue {
-			resolved = cond(string(gwv1.RouteConditionResolvedRefs), false, string(reason), msg, gen)
-		}
-	}
-	unsupported := func(msg string) {
-		if accepted.Status == metav1.ConditionTrue {
-			accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, gen)
-		}
-	}
+	rc := newRouteConds(r.Generation)
+	unresolved, unsupported := rc.unresolved, rc.unsupported
 	index := 0
 	for ri := range r.Spec.Rules {
 		rl := &r.Spec.Rules[ri]
@@ -140,7 +129,7 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 			}
 		}
 	}
-	return rules, resolved, accepted
+	return rules, rc.resolved, rc.accepted
 }
 
 // retries sets the retry policy of a rule with a retry stanza, as istiod

@@ -160,8 +160,19 @@ func (g Generator) GenerateServices(proxy *model.Proxy, push *model.PushContext,
 // proxy, from the cache when it holds them.
 func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, svc *model.Service, timeout *durationpb.Duration,
 	pt patching) (model.Resources, error) {
+	return cachedClusters(proxy, push, cache, svc, "", pt, func(dr *model.Config) ([]*clusterv3.Cluster, error) {
+		return ServiceClusters(push, svc, dr, timeout)
+	})
+}
+
+// cachedClusters returns the marshalled clusters build makes of svc (with
+// its DestinationRule for proxy), patched by pt, from the cache entry of
+// svc in scope when there is one; the entry depends on what svc's
+// outbound clusters depend on.
+func cachedClusters(proxy *model.Proxy, push *model.PushContext, cache *model.XDSCache, svc *model.Service, scope string,
+	pt patching, build func(dr *model.Config) ([]*clusterv3.Cluster, error)) (model.Resources, error) {
 	dr := push.DestinationRuleFor(proxy, svc)
-	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname, EnvoyFilters: pt.key}
+	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname, Scope: scope, EnvoyFilters: pt.key}
 	if dr != nil {
 		key.Config = dr.Key()
 	}
@@ -169,7 +180,7 @@ func serviceResources(proxy *model.Proxy, push *model.PushContext, cache *model.
 		return res, nil
 	}
 	tok := cache.Token(push)
-	cs, err := ServiceClusters(push, svc, dr, timeout)
+	cs, err := build(dr)
 	if err != nil {
 		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
 	}
@@ -200,26 +211,9 @@ func sniDNATResources(proxy *model.Proxy, push *model.PushContext, cache *model.
 	if svc.MeshExternal {
 		return nil, nil
 	}
-	dr := push.DestinationRuleFor(proxy, svc)
-	key := model.XDSCacheKey{Type: model.ClusterType, Name: svc.Hostname, Scope: sniDNATScope, EnvoyFilters: pt.key}
-	if dr != nil {
-		key.Config = dr.Key()
-	}
-	if res, ok := cache.Get(key); ok {
-		return res, nil
-	}
-	tok := cache.Token(push)
-	cs, err := SNIDNATClusters(push, svc, dr, timeout)
-	if err != nil {
-		return nil, fmt.Errorf("cds for %s: %w", proxy.ID, err)
-	}
-	cs = pt.patches.Clusters(pt.ctx, cs)
-	res, err := resource.MarshalAll(cs, clusterName)
-	if err != nil {
-		return nil, fmt.Errorf("cds for %s: service %s: %w", proxy.ID, svc.Hostname, err)
-	}
-	cache.Add(key, serviceDeps(push, svc, dr), tok, res)
-	return res, nil
+	return cachedClusters(proxy, push, cache, svc, sniDNATScope, pt, func(dr *model.Config) ([]*clusterv3.Cluster, error) {
+		return SNIDNATClusters(push, svc, dr, timeout)
+	})
 }
 
 // rule is the DestinationRule of dr, nil for none.
