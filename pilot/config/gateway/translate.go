@@ -58,6 +58,11 @@ func Translate(in Input) Output {
 	}
 	ours := map[string]bool{}
 	for _, gc := range in.GatewayClasses {
+		if why, ok := unsupportedController(gc.Spec.ControllerName); ok {
+			out.GatewayClasses[gc.Name] = gwv1.GatewayClassStatus{Conditions: []metav1.Condition{
+				cond(string(gwv1.GatewayClassConditionStatusAccepted), false, string(gwv1.GatewayClassReasonUnsupported), why, gc.Generation)}}
+			continue
+		}
 		if gc.Spec.ControllerName != ControllerName {
 			continue
 		}
@@ -169,6 +174,20 @@ func sortedRoutes(list []*translatedRoute) []*translatedRoute {
 			strings.Compare(a.kind, b.kind))
 	})
 	return out
+}
+
+// unsupportedController says why a GatewayClass of controller name, one
+// of istiod's other controllers (its istio-remote and istio-waypoint
+// classes), is not served: such classes are reported not Accepted, reason
+// Unsupported, and their Gateways are left alone.
+func unsupportedController(name gwv1.GatewayController) (why string, ok bool) {
+	switch name {
+	case "istio.io/unmanaged-gateway":
+		return "meshpilot does not serve remote (unmanaged) gateways: a Gateway of this class is neither deployed nor configured", true
+	case "istio.io/mesh-controller":
+		return "meshpilot does not serve ambient mode: waypoints are not deployed or configured", true
+	}
+	return "", false
 }
 
 // ClassStatus is the status of a GatewayClass of ours: Accepted, with the

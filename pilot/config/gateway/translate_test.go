@@ -560,3 +560,38 @@ spec:
 		t.Error(`no corsPolicy with allowMethods ["*"] in the VirtualServices`)
 	}
 }
+
+// TestUnsupportedClasses: istiod's istio-remote and istio-waypoint classes
+// (controllers istio.io/unmanaged-gateway and istio.io/mesh-controller) are
+// reported not Accepted, reason Unsupported; their Gateways get nothing.
+func TestUnsupportedClasses(t *testing.T) {
+	out := translateYAML(t, `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio-remote}
+spec: {controllerName: istio.io/unmanaged-gateway}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: istio-waypoint}
+spec: {controllerName: istio.io/mesh-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: waypoint, namespace: default}
+spec:
+  gatewayClassName: istio-waypoint
+  listeners: [{name: mesh, port: 15008, protocol: HBONE}]
+`)
+	for _, name := range []string{"istio-remote", "istio-waypoint"} {
+		st, ok := out.GatewayClasses[name]
+		if !ok || conditions(st.Conditions) != "Accepted=False/Unsupported" {
+			t.Errorf("GatewayClass %s: %+v, want Accepted=False/Unsupported", name, st)
+		}
+	}
+	if _, ok := out.Gateways[types.NamespacedName{Namespace: "default", Name: "waypoint"}]; ok {
+		t.Error("a Gateway of istio-waypoint got a status")
+	}
+	if st := out.GatewayClasses["istio"]; conditions(st.Conditions) != "Accepted=True/Accepted" {
+		t.Errorf("GatewayClass istio: %s", conditions(st.Conditions))
+	}
+}
