@@ -21,7 +21,7 @@ FUZZTIME ?= 10s
 GOLDEN_PKGS := ./pilot/networking/gateway ./pilot/networking/cluster ./pilot/networking/authz \
 	./pilot/networking/listener ./pilot/networking/telemetry ./pilot/config/support ./pilot/explain \
 	./pilot/config/gateway
-GOLDEN_TESTS := TestGolden|TestTLSRouteGolden|TestDocUpToDate
+GOLDEN_TESTS := TestGolden|TestTLSRouteGolden|TestDocUpToDate|TestAutoPassthrough
 
 .PHONY: all build run test testenv lint bench bench-smoke fmt clean crds chart-lint load fuzz golden conformance conformance-check
 
