@@ -90,9 +90,13 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
 				fmt.Sprintf("protocol %s is not supported", ls.Protocol), gen)
 		}
+		if i := slices.IndexFunc(gw.Spec.Listeners, func(o gwv1.Listener) bool { return mixedTLSModes(ls, &o) }); i >= 0 {
+			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonProtocolConflict),
+				fmt.Sprintf("listener %s uses port %d in another TLS mode", gw.Spec.Listeners[i].Name, ls.Port), gen)
+		}
 		kinds, badKinds := supportedKinds(ls)
-		if accepted.Status == metav1.ConditionFalse && accepted.Reason == string(gwv1.ListenerReasonUnsupportedProtocol) {
-			// No route kind attaches to a protocol not served.
+		if accepted.Status == metav1.ConditionFalse {
+			// No route kind attaches to a listener not served.
 			kinds, badKinds = []gwv1.RouteGroupKind{}, ""
 		}
 		lst.SupportedKinds = kinds
@@ -245,7 +249,7 @@ func listenerConflicts(ls []gwv1.Listener) map[gwv1.SectionName]gwv1.ListenerCon
 			if i == j || ls[i].Port != ls[j].Port {
 				continue
 			}
-			if ls[i].Protocol != ls[j].Protocol {
+			if ls[i].Protocol != ls[j].Protocol || mixedTLSModes(&ls[i], &ls[j]) {
 				out[ls[i].Name] = gwv1.ListenerReasonProtocolConflict
 			} else if deref(ls[i].Hostname, "") == deref(ls[j].Hostname, "") {
 				if _, ok := out[ls[i].Name]; !ok {
@@ -255,6 +259,19 @@ func listenerConflicts(ls []gwv1.Listener) map[gwv1.SectionName]gwv1.ListenerCon
 		}
 	}
 	return out
+}
+
+// mixedTLSModes reports whether a and b are TLS listeners of one port, one
+// Passthrough and one Terminate: without TLSRouteModeMixed (not claimed),
+// the spec has both Accepted=False/ProtocolConflict.
+func mixedTLSModes(a, b *gwv1.Listener) bool {
+	mode := func(l *gwv1.Listener) gwv1.TLSModeType {
+		if l.TLS == nil {
+			return gwv1.TLSModeTerminate
+		}
+		return deref(l.TLS.Mode, gwv1.TLSModeTerminate)
+	}
+	return a.Port == b.Port && a.Protocol == gwv1.TLSProtocolType && b.Protocol == gwv1.TLSProtocolType && mode(a) != mode(b)
 }
 
 // addresses are the Gateway's spec.addresses, else the address of the

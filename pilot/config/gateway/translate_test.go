@@ -595,3 +595,34 @@ spec:
 		t.Errorf("GatewayClass istio: %s", conditions(st.Conditions))
 	}
 }
+
+
+// TestMixedTLSModesConflict mirrors conformance
+// TLSRouteListenerMixedTerminationNotSupported: TLS listeners of one port in
+// Passthrough and Terminate mode are both Accepted=False/ProtocolConflict,
+// with no supportedKinds; a TLS listener of another port is unaffected.
+func TestMixedTLSModesConflict(t *testing.T) {
+	out := translateYAML(t, `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: mixed, namespace: default}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: tls-terminate, port: 8443, protocol: TLS, hostname: terminate.example.com, tls: {mode: Terminate, certificateRefs: [{name: cert}]}}
+  - {name: tls-passthrough, port: 8443, protocol: TLS, hostname: passthrough.example.com, tls: {mode: Passthrough}}
+  - {name: other, port: 9443, protocol: TLS, hostname: other.example.com, tls: {mode: Passthrough}}
+`)
+	st := out.Gateways[types.NamespacedName{Namespace: "default", Name: "mixed"}]
+	for _, l := range st.Listeners {
+		want := "Accepted=False/ProtocolConflict"
+		if l.Name == "other" {
+			want = "Accepted=True/Accepted"
+		}
+		if got := conditions(l.Conditions[:1]); got != want {
+			t.Errorf("listener %s: %s, want %s", l.Name, got, want)
+		}
+		if l.Name != "other" && len(l.SupportedKinds) != 0 {
+			t.Errorf("listener %s: supportedKinds %v, want none", l.Name, l.SupportedKinds)
+		}
+	}
+}
