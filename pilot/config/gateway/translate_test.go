@@ -596,7 +596,6 @@ spec:
 	}
 }
 
-
 // TestMixedTLSModesConflict mirrors conformance
 // TLSRouteListenerMixedTerminationNotSupported: TLS listeners of one port in
 // Passthrough and Terminate mode are both Accepted=False/ProtocolConflict,
