@@ -31,7 +31,9 @@ const (
 // gatewayStatusLease, its status writer (Gateway API status is written
 // whatever PILOT_ENABLE_STATUS says, as istiod does) and, while it leads
 // gatewayDeploymentLease, the deployment of Gateways of class istio
-// (ServiceAccount, Deployment and Service each). Without the CRDs it
+// (ServiceAccount, Deployment and Service each). Every replica creates
+// the default GatewayClasses that are missing (GatewayClassController).
+// Without the CRDs it
 // logs one line and the source stays off (installing them later takes a
 // restart). It returns once the first translation is in the store.
 func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
@@ -73,6 +75,12 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	// allowedRoutes namespace selectors depend on namespace labels.
 	k.filter.SubscribeLabels(c.Resync)
 	s.goServe("gateway-api", func() error { return c.Run(ctx) })
+	if s.opts.GatewayClassController {
+		// Every replica, as istiod: it only creates missing classes.
+		s.goServe("gateway-api-classes", func() error {
+			return c.EnsureClasses(ctx, gateway.DefaultClasses(s.opts.MultiNetworkGatewayAPI))
+		})
+	}
 	s.goServe("gateway-api-status", func() error {
 		return k.elector.Run(ctx, gatewayStatusLease, func(lctx context.Context) {
 			if err := c.WriteStatus(lctx); err != nil {
