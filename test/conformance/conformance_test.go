@@ -2,8 +2,8 @@ package conformance_test
 
 import (
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"

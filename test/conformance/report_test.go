@@ -97,11 +97,12 @@ func writeReports(dir string, report *confv1.ConformanceReport, res, statusOnly 
 		"[%s](%s). Do not edit either by hand.\n\n", report.GatewayAPIVersion, suite.GatewayHTTPConformanceProfileName, reportYAML, reportYAML)
 	fmt.Fprintf(&b, "The test API server has no kubelet, no controller-manager and no proxies, so no\n"+
 		"request is ever carried: tests that send requests are skipped, each listed below with\n"+
-		"the reason. The harness stands in for one missing part only: one Pod per Deployment,\n"+
-		"reported Ready (the suite waits for its backends before status tests). Each Gateway's\n"+
-		"Deployment, ServiceAccount and Service `NAME-istio` (whose cluster IP is the Gateway's\n"+
-		"address) come from pilot-discovery's own automated deployment, and all status is\n"+
-		"written by pilot-discovery.\n\n")
+		"the reason. The harness stands in for two missing parts only: one Pod per Deployment,\n"+
+		"reported Ready (the suite waits for its backends before status tests), and a load\n"+
+		"balancer that gives each LoadBalancer Service its cluster IP as ingress address. Each\n"+
+		"Gateway's Deployment, ServiceAccount and Service `NAME-istio` (whose load balancer\n"+
+		"address is the Gateway's address) come from pilot-discovery's own automated deployment,\n"+
+		"and all Gateway API status is written by pilot-discovery.\n\n")
 	fmt.Fprintf(&b, "**%d passed, %d failed, %d skipped** (sends requests), %d not run (feature not supported); "+
 		"the status checks of %d skipped tests run apart: %d passed, %d failed. %s for the test run.\n\n",
 		len(pass), len(fail), len(skip), countAll(unsupported), len(statusNames), len(statusNames)-statusFailed, statusFailed, took.Round(time.Second))
