@@ -88,7 +88,11 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 			}
 		})
 	})
-	deployer, err := deploy.New(deploy.Options{Kube: k.client, Gateways: client, Log: log.With("component", "gateway-deployment")})
+	// The deployment controller shares the translation's Gateway and
+	// GatewayClass informers: one watch of each.
+	gws, classes := c.GatewayInformers()
+	deployer, err := deploy.New(deploy.Options{Kube: k.client, Gateways: gws, Classes: classes,
+		Log: log.With("component", "gateway-deployment")})
 	if err != nil {
 		return err
 	}

@@ -88,8 +88,9 @@ func runDeployBench(b *testing.B, n int) {
 // startBench is start for a benchmark, with a 3 s resync.
 func startBench(tb testing.TB) *fixture {
 	f := setup(tb)
+	gws, classes := f.shared(tb)
 	c, err := deploy.New(deploy.Options{
-		Kube: f.kube, Gateways: f.gw, Reconciled: f.passes.record, Resync: 3 * time.Second,
+		Kube: f.kube, Gateways: gws, Classes: classes, Reconciled: f.passes.record, Resync: 3 * time.Second,
 		Log: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

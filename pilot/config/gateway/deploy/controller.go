@@ -24,8 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 )
 
@@ -51,8 +50,12 @@ const (
 type Options struct {
 	// Kube applies and deletes the objects and watches those it made.
 	Kube kubernetes.Interface
-	// Gateways watches Gateways and GatewayClasses.
-	Gateways gwclient.Interface
+	// Gateways and Classes are the Gateway and GatewayClass informers
+	// this controller shares with the translation controller, so that
+	// each kind is watched once (gateway.Controller.GatewayInformers);
+	// their owner starts them.
+	Gateways gwinformersv1.GatewayInformer
+	Classes  gwinformersv1.GatewayClassInformer
 	// Timeout bounds the API calls made for one Gateway; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -78,8 +81,8 @@ type Controller struct {
 
 // New returns a Controller; nothing runs until Run.
 func New(opts Options) (*Controller, error) {
-	if opts.Kube == nil || opts.Gateways == nil {
-		return nil, errors.New("gateway deployment controller: Kube and Gateways are required")
+	if opts.Kube == nil || opts.Gateways == nil || opts.Classes == nil {
+		return nil, errors.New("gateway deployment controller: Kube, Gateways and Classes are required")
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
@@ -99,11 +102,12 @@ func New(opts Options) (*Controller, error) {
 	return &Controller{opts: opts}, nil
 }
 
-// Run watches Gateways, GatewayClasses and the objects this controller
-// made (those labelled gateway.istio.io/managed), and reconciles each
-// Gateway after it or one of its objects changed, until ctx is done. Each
-// call starts from fresh caches, so a replica that leads again picks up
-// what changed meanwhile.
+// Run watches Gateways and GatewayClasses (through the shared informers),
+// and the objects this controller made (those labelled
+// gateway.istio.io/managed), and reconciles each Gateway after it or one
+// of its objects changed, until ctx is done. Each call starts
+// its own caches of the objects made, so a replica that leads again picks
+// up what changed meanwhile.
 func (c *Controller) Run(ctx context.Context) error {
 	r, err := newRun(c.opts)
 	if err != nil {
@@ -127,18 +131,19 @@ func (p permanent) Unwrap() error { return p.error }
 
 // run is the state of one Run.
 type run struct {
-	opts      Options
-	gwFactory gwinformers.SharedInformerFactory
-	kFactory  informers.SharedInformerFactory
-	gateways  gwlisters.GatewayLister
-	classes   gwlisters.GatewayClassLister
-	deps      appslisters.DeploymentLister
-	svcs      corelisters.ServiceLister
-	sas       corelisters.ServiceAccountLister
-	hpas      autoscalinglisters.HorizontalPodAutoscalerLister
-	pdbs      policylisters.PodDisruptionBudgetLister
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	opts     Options
+	kFactory informers.SharedInformerFactory
+	// handlers registered on the shared informers, removed when Run ends.
+	handlers []sharedHandler
+	gateways gwlisters.GatewayLister
+	classes  gwlisters.GatewayClassLister
+	deps     appslisters.DeploymentLister
+	svcs     corelisters.ServiceLister
+	sas      corelisters.ServiceAccountLister
+	hpas     autoscalinglisters.HorizontalPodAutoscalerLister
+	pdbs     policylisters.PodDisruptionBudgetLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
 
 	mu      sync.Mutex
 	applied map[objKey]applied
@@ -147,8 +152,7 @@ type run struct {
 
 func newRun(opts Options) (*run, error) {
 	r := &run{
-		opts:      opts,
-		gwFactory: gwinformers.NewSharedInformerFactory(opts.Gateways, 0),
+		opts: opts,
 		kFactory: informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ManagedLabel + "=" + ManagedValue })),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -157,14 +161,13 @@ func newRun(opts Options) (*run, error) {
 		applied: map[objKey]applied{},
 		errs:    map[types.NamespacedName]string{},
 	}
-	gws, classes := r.gwFactory.Gateway().V1().Gateways(), r.gwFactory.Gateway().V1().GatewayClasses()
+	gws, classes := opts.Gateways, opts.Classes
 	deps, svcs, sas := r.kFactory.Apps().V1().Deployments(), r.kFactory.Core().V1().Services(), r.kFactory.Core().V1().ServiceAccounts()
 	hpas, pdbs := r.kFactory.Autoscaling().V2().HorizontalPodAutoscalers(), r.kFactory.Policy().V1().PodDisruptionBudgets()
 	r.gateways, r.classes, r.deps, r.svcs, r.sas = gws.Lister(), classes.Lister(), deps.Lister(), svcs.Lister(), sas.Lister()
 	r.hpas, r.pdbs = hpas.Lister(), pdbs.Lister()
 
-	gwInf := gws.Informer()
-	if _, err := gwInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := r.share(gws.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueueObject,
 		UpdateFunc: func(oldObj, newObj any) {
 			// Status writes (attachedRoutes, conditions) change nothing here.
@@ -178,15 +181,14 @@ func newRun(opts Options) (*run, error) {
 		},
 		DeleteFunc: r.enqueueObject,
 	}); err != nil {
-		return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+		return nil, err
 	}
-	classInf := classes.Informer()
-	if _, err := classInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := r.share(classes.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueueClass,
 		UpdateFunc: func(_, n any) { r.enqueueClass(n) },
 		DeleteFunc: r.enqueueClass,
 	}); err != nil {
-		return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+		return nil, err
 	}
 	owned := cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueueOwner,
@@ -199,7 +201,6 @@ func newRun(opts Options) (*run, error) {
 		}
 		r.synced = append(r.synced, inf.HasSynced)
 	}
-	r.synced = append(r.synced, gwInf.HasSynced, classInf.HasSynced)
 	return r, nil
 }
 
@@ -254,10 +255,9 @@ func ownerGateway(m metav1.Object) (string, bool) {
 }
 
 func (r *run) run(ctx context.Context) error {
-	defer r.gwFactory.Shutdown()
+	defer r.unshare()
 	defer r.kFactory.Shutdown()
 	defer r.queue.ShutDown()
-	r.gwFactory.Start(ctx.Done())
 	r.kFactory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
 		return nil

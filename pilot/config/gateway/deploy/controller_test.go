@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
@@ -130,8 +132,9 @@ func setup(t testing.TB) *fixture {
 func start(t *testing.T) *fixture {
 	t.Helper()
 	f := setup(t)
+	gws, classes := f.shared(t)
 	c, err := deploy.New(deploy.Options{
-		Kube: f.kube, Gateways: f.gw, Reconciled: f.passes.record,
+		Kube: f.kube, Gateways: gws, Classes: classes, Reconciled: f.passes.record,
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
 		Log: slog.New(slog.NewTextHandler(f.logs, nil)),
 	})
@@ -151,6 +154,21 @@ func start(t *testing.T) *fixture {
 		}
 	})
 	return f
+}
+
+// shared starts Gateway and GatewayClass informers until the test ends,
+// as the translation controller does for the controller it shares them
+// with.
+func (f *fixture) shared(tb testing.TB) (gwinformersv1.GatewayInformer, gwinformersv1.GatewayClassInformer) {
+	tb.Helper()
+	factory := gwinformers.NewSharedInformerFactory(f.gw, 0)
+	gws, classes := factory.Gateway().V1().Gateways(), factory.Gateway().V1().GatewayClasses()
+	gws.Informer()
+	classes.Informer()
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	tb.Cleanup(func() { cancel(); factory.Shutdown() })
+	return gws, classes
 }
 
 func (f *fixture) createGateway(t *testing.T, gw *gwv1.Gateway) *gwv1.Gateway {
