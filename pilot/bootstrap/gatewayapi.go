@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/metadata"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -88,10 +89,14 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 			}
 		})
 	})
+	meta, err := metadata.NewForConfig(k.restConfig)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
 	// The deployment controller shares the translation's Gateway and
 	// GatewayClass informers: one watch of each.
 	gws, classes := c.GatewayInformers()
-	deployer, err := deploy.New(deploy.Options{Kube: k.client, Gateways: gws, Classes: classes,
+	deployer, err := deploy.New(deploy.Options{Kube: k.client, Gateways: gws, Classes: classes, Metadata: meta,
 		Log: log.With("component", "gateway-deployment")})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -101,8 +102,12 @@ func TestDeploymentSharesGatewayWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	gws, classes := c.GatewayInformers()
-	d, err := deploy.New(deploy.Options{Kube: kube, Gateways: gws, Classes: classes, Log: log})
+	d, err := deploy.New(deploy.Options{Kube: kube, Gateways: gws, Classes: classes, Metadata: meta, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}

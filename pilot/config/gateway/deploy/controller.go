@@ -21,6 +21,7 @@ import (
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -56,6 +57,9 @@ type Options struct {
 	// their owner starts them.
 	Gateways gwinformersv1.GatewayInformer
 	Classes  gwinformersv1.GatewayClassInformer
+	// Metadata watches the metadata of ConfigMaps (not their data), so a
+	// change of a Gateway's parametersRef ConfigMap reconciles it.
+	Metadata metadata.Interface
 	// Timeout bounds the API calls made for one Gateway; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -63,9 +67,9 @@ type Options struct {
 	// objects could not be applied is tried again (doubling from
 	// MinBackoff); zero takes the defaults.
 	MinBackoff, MaxBackoff time.Duration
-	// Resync is how often every Gateway is reconciled again, which picks
-	// up changes of parametersRef ConfigMaps (not watched); zero means
-	// DefaultResync.
+	// Resync is how often every Gateway is reconciled again (a safety
+	// net: changes of Gateways, their objects and their parametersRef
+	// ConfigMaps are watched); zero means DefaultResync.
 	Resync time.Duration
 	// Reconciled, when set, is told after each pass over a Gateway what
 	// was applied or deleted ("applied Service web-istio") and the error.
@@ -81,8 +85,8 @@ type Controller struct {
 
 // New returns a Controller; nothing runs until Run.
 func New(opts Options) (*Controller, error) {
-	if opts.Kube == nil || opts.Gateways == nil || opts.Classes == nil {
-		return nil, errors.New("gateway deployment controller: Kube, Gateways and Classes are required")
+	if opts.Kube == nil || opts.Gateways == nil || opts.Classes == nil || opts.Metadata == nil {
+		return nil, errors.New("gateway deployment controller: Kube, Gateways, Classes and Metadata are required")
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
@@ -103,9 +107,10 @@ func New(opts Options) (*Controller, error) {
 }
 
 // Run watches Gateways and GatewayClasses (through the shared informers),
-// and the objects this controller made (those labelled
-// gateway.istio.io/managed), and reconciles each Gateway after it or one
-// of its objects changed, until ctx is done. Each call starts
+// the objects this controller made (those labelled
+// gateway.istio.io/managed) and the metadata of ConfigMaps, and
+// reconciles each Gateway after it, one of its objects or its
+// parametersRef ConfigMap changed, until ctx is done. Each call starts
 // its own caches of the objects made, so a replica that leads again picks
 // up what changed meanwhile.
 func (c *Controller) Run(ctx context.Context) error {
@@ -131,8 +136,9 @@ func (p permanent) Unwrap() error { return p.error }
 
 // run is the state of one Run.
 type run struct {
-	opts     Options
-	kFactory informers.SharedInformerFactory
+	opts       Options
+	kFactory   informers.SharedInformerFactory
+	configMaps cache.SharedIndexInformer
 	// handlers registered on the shared informers, removed when Run ends.
 	handlers []sharedHandler
 	gateways gwlisters.GatewayLister
@@ -188,6 +194,9 @@ func newRun(opts Options) (*run, error) {
 		UpdateFunc: func(_, n any) { r.enqueueClass(n) },
 		DeleteFunc: r.enqueueClass,
 	}); err != nil {
+		return nil, err
+	}
+	if err := r.watchConfigMaps(); err != nil {
 		return nil, err
 	}
 	owned := cache.ResourceEventHandlerFuncs{
@@ -259,6 +268,11 @@ func (r *run) run(ctx context.Context) error {
 	defer r.kFactory.Shutdown()
 	defer r.queue.ShutDown()
 	r.kFactory.Start(ctx.Done())
+	cmCtx, stopConfigMaps := context.WithCancel(ctx)
+	var cmDone sync.WaitGroup
+	cmDone.Go(func() { r.configMaps.RunWithContext(cmCtx) })
+	defer cmDone.Wait()
+	defer stopConfigMaps()
 	if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
 		return nil
 	}
@@ -576,8 +590,8 @@ func (r *run) eachOwned(namespace, name string, fn func(objKey, metav1.Object)) 
 }
 
 // parameters returns the data of gw's parametersRef ConfigMap (nil when
-// it has none). A missing ConfigMap is a permanent error: the periodic
-// resync tries again.
+// it has none). A missing ConfigMap is a permanent error: its creation
+// reconciles gw again (watchConfigMaps).
 func (r *run) parameters(ctx context.Context, gw *gwv1.Gateway) (map[string]string, error) {
 	name, err := Parameters(gw)
 	if err != nil || name == "" {
