@@ -180,6 +180,18 @@ func TestGatewayAPIEndToEnd(t *testing.T) {
 	waitGateway("with the load balancer's IP", "IPAddress:192.0.2.10", "True/Programmed")
 	setIngress(corev1.LoadBalancerIngress{Hostname: "lb.example.net"})
 	waitGateway("with the load balancer's host name", "Hostname:lb.example.net", "True/Programmed")
+	// The load balancer loses its address: pending again, and, as
+	// istiod, the address written stays.
+	testutil.EventuallyNoError(t, time.Minute, "Service gw-istio load balancer status cleared", func() error {
+		cur, err := env.Clientset().CoreV1().Services(ns).Get(ctx, "gw-istio", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.LoadBalancer.Ingress = nil
+		_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	waitGateway("with the load balancer pending again", "Hostname:lb.example.net", "False/AddressNotAssigned")
 }
 
 // gatewayNode is the Envoy node of Gateway API Gateway gw's proxy in ns.
