@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,7 +77,7 @@ func Translate(in Input) Output {
 		out.Configs = append(out.Configs, cfgs...)
 	}
 	vs := newVirtualServices()
-	v := validation.New(validation.Options{})
+	v := validation.New(validation.Options{GatewayAPI: true})
 	var routes []*translatedRoute
 	for _, r := range in.HTTPRoutes {
 		routes = append(routes, t.httpRoute(v, r))
@@ -219,19 +218,12 @@ func SupportedFeatures() []string {
 }
 
 // invalidRules returns the first error Istio's VirtualService rules find in
-// a route's translated rules, "" if none.
+// a route's translated rules, "" if none. v must be a GatewayAPI
+// validator.
 func invalidRules(v *validation.Validator, namespace, name string, rules []rule) string {
 	vs := &networking.VirtualService{Hosts: []string{"*"}, Gateways: []string{namespace + "/gateway"}}
 	for _, rl := range rules {
-		h := rl.http
-		// HTTPRoute CORS allows the wildcard method "*" (Envoy sends it as
-		// the header's value), which a hand-written VirtualService may not
-		// use: the copy validated goes without it.
-		if slices.Contains(h.GetCorsPolicy().GetAllowMethods(), "*") {
-			h = proto.Clone(h).(*networking.HTTPRoute)
-			h.CorsPolicy.AllowMethods = slices.DeleteFunc(h.CorsPolicy.AllowMethods, func(m string) bool { return m == "*" })
-		}
-		vs.Http = append(vs.Http, h)
+		vs.Http = append(vs.Http, rl.http)
 	}
 	errs := v.Spec(validation.Meta{Name: name, Namespace: namespace}, vs)
 	if len(errs) == 0 {
