@@ -173,7 +173,7 @@ func (t *translator) backendTLSPolicy(p *gwv1.BackendTLSPolicy) *policyState {
 // by name. Without Input.Service nothing is checked.
 func (t *translator) targetError(ref gwv1.LocalPolicyTargetReferenceWithSectionName, tg policyTarget) string {
 	if normGroup(string(ref.Group)) != "" || string(ref.Kind) != kindService {
-		return fmt.Sprintf("targetRef %s %s/%s: only core Services are supported", ref.Group, ref.Kind, ref.Name)
+		return fmt.Sprintf("targetRef %s %s: only core Services are supported", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
 	}
 	if t.in.Service == nil {
 		return ""
@@ -216,7 +216,7 @@ func (t *translator) policyCA(st *policyState) {
 		var msg string
 		switch {
 		case normGroup(string(ref.Group)) != "" || string(ref.Kind) != kindConfigMap:
-			reason, msg = gwv1.BackendTLSPolicyReasonInvalidKind, fmt.Sprintf("caCertificateRef %s %s/%s: only ConfigMaps are supported", ref.Group, ref.Kind, ref.Name)
+			reason, msg = gwv1.BackendTLSPolicyReasonInvalidKind, fmt.Sprintf("caCertificateRef %s %s: only ConfigMaps are supported", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
 		case t.in.ConfigMapCA != nil:
 			if err := t.in.ConfigMapCA(st.p.Namespace, string(ref.Name)); err != nil {
 				reason, msg = gwv1.BackendTLSPolicyReasonInvalidCACertificateRef, fmt.Sprintf("caCertificateRef ConfigMap %s/%s: %v", st.p.Namespace, ref.Name, err)
@@ -320,4 +320,13 @@ func (st *policyState) status(domain string, usedBy map[string]map[types.Namespa
 		})
 	}
 	return ps
+}
+
+// groupKind spells a reference's kind with its group, if any ("Secret",
+// "example.com/Foo").
+func groupKind(group, kind string) string {
+	if g := normGroup(group); g != "" {
+		return g + "/" + kind
+	}
+	return kind
 }
