@@ -50,7 +50,7 @@ func NewConfigMaps(client kubernetes.Interface, source *Source, onChange func(na
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Data != nil {
-				source.setCA(cm.Namespace, cm.Name, []byte(cm.Data[CACertKey]))
+				source.SetConfigMapCA(cm.Namespace, cm.Name, []byte(cm.Data[CACertKey]))
 				onChange(cm.Namespace, cm.Name)
 			}
 		},
@@ -66,7 +66,7 @@ func NewConfigMaps(client kubernetes.Interface, source *Source, onChange func(na
 			if cm.Data == nil {
 				source.deleteCA(cm.Namespace, cm.Name)
 			} else {
-				source.setCA(cm.Namespace, cm.Name, []byte(cm.Data[CACertKey]))
+				source.SetConfigMapCA(cm.Namespace, cm.Name, []byte(cm.Data[CACertKey]))
 			}
 			onChange(cm.Namespace, cm.Name)
 		},
@@ -112,9 +112,10 @@ func (k *ConfigMaps) Run(ctx context.Context) {
 // HasSynced reports whether the first list is in the Source.
 func (k *ConfigMaps) HasSynced() bool { return k.handler.HasSynced() }
 
-// setCA stores the ca.crt of a ConfigMap (as the data of a Secret of the
-// Source's ConfigMap layer).
-func (s *Source) setCA(namespace, name string, ca []byte) {
+// SetConfigMapCA stores the ca.crt of a ConfigMap, as the ConfigMap
+// informer does (kept as the data of a Secret of the Source's ConfigMap
+// layer; a snapshot's ConfigMapCA reads it).
+func (s *Source) SetConfigMapCA(namespace, name string, ca []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if cur := s.cms.ns[namespace][name]; cur != nil && bytes.Equal(cur.Data[CACertKey], ca) {

@@ -287,3 +287,30 @@ func TestCRL(t *testing.T) {
 		t.Errorf("without a CRL: %v", vc)
 	}
 }
+
+// TestConfigMapCA checks configmap://NS/NAME-cacert: the ca.crt of a
+// ConfigMap, served to verified gateways and sidecars of any namespace,
+// refused on the plaintext port; a missing one or a malformed name gets
+// no resource.
+func TestConfigMapCA(t *testing.T) {
+	src := secrets.NewSource()
+	src.SetConfigMapCA("backends", "ca", []byte("CA-PEM"))
+	src.SetConfigMapCA("backends", "empty", nil)
+	env := nt.Input{}.Environment()
+	env.Secrets = src
+	push := model.NewPushContext(env, nil, nil)
+
+	sidecar := nt.Proxy("10.0.0.9", "app-0", "apps", map[string]string{"app": "app"})
+	sidecar.VerifiedIdentity = &model.VerifiedIdentity{SPIFFE: "spiffe://cluster.local/ns/apps/sa/app", Namespace: "apps", ServiceAccount: "app"}
+	const name = "configmap://backends/ca-cacert"
+	for _, p := range []*model.Proxy{gatewayProxy("ingress"), sidecar} {
+		got := generate(t, secret.Generator{}, push, p, name, "configmap://backends/missing-cacert", "configmap://backends/empty-cacert",
+			"configmap://backends/ca", "configmap://nonamespace-cacert", "kubernetes://other")
+		if len(got) != 1 || string(got[name].GetValidationContext().GetTrustedCa().GetInlineBytes()) != "CA-PEM" {
+			t.Errorf("%s: served %v, want only %s with the ConfigMap's ca.crt", p.Type, got, name)
+		}
+	}
+	if got := generate(t, secret.Generator{}, push, unverifiedGateway("ingress"), name); len(got) != 0 {
+		t.Errorf("plaintext port: served %v, want nothing", got)
+	}
+}
