@@ -247,6 +247,7 @@ func SupportedFeatures() []string {
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort", "HTTPRouteCORS", "HTTPRouteRetry",
+		"BackendTLSPolicy", "BackendTLSPolicySANValidation",
 	}
 	slices.Sort(f)
 	return f
