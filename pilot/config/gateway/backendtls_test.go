@@ -22,7 +22,7 @@ import (
 )
 
 // testCAPEM is a self-signed CA certificate, PEM-encoded.
-func testCAPEM(t *testing.T) string {
+func testCAPEM(t testing.TB) string {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
