@@ -218,7 +218,7 @@ func (t *translator) policyCA(st *policyState) {
 		case normGroup(string(ref.Group)) != "" || string(ref.Kind) != kindConfigMap:
 			reason, msg = gwv1.BackendTLSPolicyReasonInvalidKind, fmt.Sprintf("caCertificateRef %s %s: only ConfigMaps are supported", groupKind(string(ref.Group), string(ref.Kind)), ref.Name)
 		case t.in.ConfigMapCA != nil:
-			if err := t.in.ConfigMapCA(st.p.Namespace, string(ref.Name)); err != nil {
+			if err := t.configMapCA(st.p.Namespace, string(ref.Name)); err != nil {
 				reason, msg = gwv1.BackendTLSPolicyReasonInvalidCACertificateRef, fmt.Sprintf("caCertificateRef ConfigMap %s/%s: %v", st.p.Namespace, ref.Name, err)
 			}
 		}
@@ -237,6 +237,20 @@ func (t *translator) policyCA(st *policyState) {
 		st.accepted = cond(string(gwv1.PolicyConditionAccepted), false, string(gwv1.BackendTLSPolicyReasonNoValidCACertificate),
 			"no caCertificateRef resolves: "+st.resolved.Message, gen)
 	}
+}
+
+// configMapCA is Input.ConfigMapCA, asked once per ConfigMap and translation.
+func (t *translator) configMapCA(ns, name string) error {
+	key := ns + "/" + name
+	if err, ok := t.caChecks[key]; ok {
+		return err
+	}
+	if t.caChecks == nil {
+		t.caChecks = map[string]error{}
+	}
+	err := t.in.ConfigMapCA(ns, name)
+	t.caChecks[key] = err
+	return err
 }
 
 // backendTLSRule is the DestinationRule of one Service's policies

@@ -42,6 +42,9 @@ type translator struct {
 	grants   grants
 	gateways map[types.NamespacedName]*gatewayState
 	mesh     *meshRoutes
+	// caChecks memoises Input.ConfigMapCA by "namespace/name" for one
+	// translation: policies sharing a CA parse it once.
+	caChecks map[string]error
 }
 
 // Translate turns the Gateway API objects of in, those of a GatewayClass
