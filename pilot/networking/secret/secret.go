@@ -46,6 +46,10 @@ var (
 // Logger may be nil (no logs).
 type Generator struct {
 	Logger *slog.Logger
+	// CAs, if not nil, shares the marshalled configmap:// CA bundles
+	// among the proxies that ask for them (one copy per bundle, not per
+	// proxy).
+	CAs *CACache
 }
 
 var _ model.Generator = Generator{}
@@ -81,6 +85,18 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 	// number): the names not served and their first distinct errors.
 	var notServed, errs []string
 	for _, n := range names {
+		if strings.HasPrefix(n, credential.ConfigMapPrefix) && g.CAs != nil {
+			r, err := g.CAs.resource(push, proxy, n)
+			if err != nil {
+				notServed = append(notServed, n)
+				if msg := err.Error(); len(errs) < clientlog.MaxListed && !slices.Contains(errs, msg) {
+					errs = append(errs, msg)
+				}
+				continue
+			}
+			out = append(out, r)
+			continue
+		}
 		s, err := build(push, proxy, n)
 		if err != nil {
 			notServed = append(notServed, n)

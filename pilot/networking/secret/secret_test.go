@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -312,5 +313,39 @@ func TestConfigMapCA(t *testing.T) {
 	}
 	if got := generate(t, secret.Generator{}, push, unverifiedGateway("ingress"), name); len(got) != 0 {
 		t.Errorf("plaintext port: served %v, want nothing", got)
+	}
+}
+
+// TestConfigMapCAShared checks that with a CACache every proxy asking for a
+// CA bundle gets the same marshalled resource (one copy, not one per
+// proxy), and a changed ca.crt a new one.
+func TestConfigMapCAShared(t *testing.T) {
+	src := secrets.NewSource()
+	src.SetConfigMapCA("backends", "ca", []byte("CA-1"))
+	env := nt.Input{}.Environment()
+	env.Secrets = src
+	g := secret.Generator{CAs: secret.NewCACache()}
+	const name = "configmap://backends/ca-cacert"
+	get := func(push *model.PushContext, p *model.Proxy) *discovery.Resource {
+		t.Helper()
+		res, err := g.Generate(p, push, watch(name), nil)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%d resources, error %v", len(res), err)
+		}
+		return res[0]
+	}
+	push := model.NewPushContext(env, nil, nil)
+	a, b := get(push, gatewayProxy("one")), get(push, gatewayProxy("two"))
+	if a != b {
+		t.Error("two proxies got two copies of one CA bundle")
+	}
+	src.SetConfigMapCA("backends", "ca", []byte("CA-2"))
+	c := get(model.NewPushContext(env, nil, nil), gatewayProxy("one"))
+	s := &tlsv3.Secret{}
+	if err := c.GetResource().UnmarshalTo(s); err != nil {
+		t.Fatal(err)
+	}
+	if c == a || string(s.GetValidationContext().GetTrustedCa().GetInlineBytes()) != "CA-2" {
+		t.Errorf("after the change: %v", s)
 	}
 }
