@@ -51,6 +51,11 @@ var noTraffic = map[string]string{
 	"HTTPRouteInvalidReferenceGrant":                    reqTraffic,
 	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant": reqTraffic,
 	"HTTPRouteReferenceGrant":                           reqTraffic,
+	"BackendTLSPolicy":                                  reqTraffic,
+	"BackendTLSPolicyConflictResolution":                reqTraffic,
+	"BackendTLSPolicyInvalidCACertificateRef":           reqTraffic,
+	"BackendTLSPolicyInvalidKind":                       reqTraffic,
+	"BackendTLSPolicySANValidation":                     reqTraffic,
 }
 
 const (

@@ -31,6 +31,8 @@ type Output struct {
 	TLSRoutes      map[types.NamespacedName]gwv1.TLSRouteStatus
 	TCPRoutes      map[types.NamespacedName]gwv1.TCPRouteStatus
 	UDPRoutes      map[types.NamespacedName]gwv1.UDPRouteStatus
+	// BackendTLSPolicies hold the ancestors of ours of each policy.
+	BackendTLSPolicies map[types.NamespacedName]gwv1.PolicyStatus
 }
 
 // translator holds one translation's indexes.
@@ -39,6 +41,9 @@ type translator struct {
 	grants   grants
 	gateways map[types.NamespacedName]*gatewayState
 	mesh     *meshRoutes
+	// caChecks memoises Input.ConfigMapCA by "namespace/name" for one
+	// translation: policies sharing a CA parse it once.
+	caChecks map[string]error
 }
 
 // Translate turns the Gateway API objects of in, those of a GatewayClass
@@ -54,6 +59,8 @@ func Translate(in Input) Output {
 		TLSRoutes:      map[types.NamespacedName]gwv1.TLSRouteStatus{},
 		TCPRoutes:      map[types.NamespacedName]gwv1.TCPRouteStatus{},
 		UDPRoutes:      map[types.NamespacedName]gwv1.UDPRouteStatus{},
+
+		BackendTLSPolicies: map[types.NamespacedName]gwv1.PolicyStatus{},
 	}
 	ours := map[string]bool{}
 	for _, gc := range in.GatewayClasses {
@@ -94,6 +101,7 @@ func Translate(in Input) Output {
 	for _, r := range in.UDPRoutes {
 		routes = append(routes, t.udpRoute(r))
 	}
+	usedBy := map[string]map[types.NamespacedName]bool{}
 	for order, r := range sortedRoutes(routes) {
 		parents, attached := t.attachRoute(&r.route, order, r.resolved, r.accepted)
 		if len(parents) == 0 {
@@ -106,8 +114,10 @@ func Translate(in Input) Output {
 				continue
 			}
 			vs.add(a, r.rules)
+			useBackends(usedBy, a.l.gw, r.rules)
 		}
 	}
+	t.backendTLS(&out, usedBy)
 	out.Configs = append(out.Configs, vs.configs()...)
 	out.Configs = append(out.Configs, t.mesh.configs()...)
 	for key, st := range t.gateways {
@@ -119,6 +129,33 @@ func Translate(in Input) Output {
 	}
 	slices.SortFunc(out.Configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
 	return out
+}
+
+// useBackends records in usedBy (service FQDN -> Gateways) that gateway
+// gw sends to the destinations of rules.
+func useBackends(usedBy map[string]map[types.NamespacedName]bool, gw *gwv1.Gateway, rules []rule) {
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+	use := func(host string) {
+		if host == "" {
+			return
+		}
+		if usedBy[host] == nil {
+			usedBy[host] = map[types.NamespacedName]bool{}
+		}
+		usedBy[host][key] = true
+	}
+	for _, rl := range rules {
+		for _, d := range rl.http.GetRoute() {
+			use(d.GetDestination().GetHost())
+		}
+		for _, m := range rl.http.GetMirrors() {
+			use(m.GetDestination().GetHost())
+		}
+		use(rl.http.GetMirror().GetHost())
+		for _, d := range rl.l4 {
+			use(d.GetDestination().GetHost())
+		}
+	}
 }
 
 // translatedRoute is a route of any kind translated: its rules, and its
@@ -212,6 +249,7 @@ func SupportedFeatures() []string {
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort", "HTTPRouteCORS", "HTTPRouteRetry",
+		"BackendTLSPolicy", "BackendTLSPolicySANValidation",
 	}
 	slices.Sort(f)
 	return f
