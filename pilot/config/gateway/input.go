@@ -44,6 +44,7 @@ type Input struct {
 	TCPRoutes       []*gwv1.TCPRoute
 	UDPRoutes       []*gwv1.UDPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
+	ListenerSets    []*gwv1.ListenerSet
 	// Namespaces gives a namespace's labels (allowedRoutes selectors);
 	// nil: namespaces have no labels but kubernetes.io/metadata.name.
 	Namespaces func(name string) map[string]string
