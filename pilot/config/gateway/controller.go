@@ -52,8 +52,8 @@ type Options struct {
 }
 
 // Controller watches GatewayClasses, Gateways, HTTPRoutes and
-// ReferenceGrants (v1), and GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes
-// (v1) when the cluster serves them, keeps their translation in Store, and
+// ReferenceGrants (v1), and GRPCRoutes, TLSRoutes, TCPRoutes, UDPRoutes and
+// ListenerSets (v1) when the cluster serves them, keeps their translation in Store, and
 // writes their status while WriteStatus runs (on the leader).
 type Controller struct {
 	opts     Options
@@ -68,6 +68,8 @@ type Controller struct {
 	tlsRoutes  gwlisters.TLSRouteLister
 	tcpRoutes  gwlisters.TCPRouteLister
 	udpRoutes  gwlisters.UDPRouteLister
+	// listenerSets is nil when the cluster does not serve ListenerSet.
+	listenerSets gwlisters.ListenerSetLister
 	handler    cache.ResourceEventHandler
 	synced     []cache.InformerSynced
 	limiter    *rate.Limiter
@@ -131,8 +133,8 @@ func (c *Controller) watch(inf cache.SharedIndexInformer) error {
 	return nil
 }
 
-// watchOptionalKinds watches the route kinds of v1 beyond HTTPRoute that
-// the cluster serves (older CRD bundles lack some, and an informer of a
+// watchOptionalKinds watches the route kinds of v1 beyond HTTPRoute, and
+// ListenerSet, that the cluster serves (older CRD bundles lack some, and an informer of a
 // kind not served would never sync).
 func (c *Controller) watchOptionalKinds() error {
 	served := map[string]bool{}
@@ -159,8 +161,9 @@ func (c *Controller) watchOptionalKinds() error {
 		add(KindTLSRoute, v1.TLSRoutes().Informer(), func() { c.tlsRoutes = v1.TLSRoutes().Lister() }),
 		add(KindTCPRoute, v1.TCPRoutes().Informer(), func() { c.tcpRoutes = v1.TCPRoutes().Lister() }),
 		add(KindUDPRoute, v1.UDPRoutes().Informer(), func() { c.udpRoutes = v1.UDPRoutes().Lister() }),
+		add(KindListenerSet, v1.ListenerSets().Informer(), func() { c.listenerSets = v1.ListenerSets().Lister() }),
 	}
-	c.opts.Log.Info("gateway api: route kinds watched besides HTTPRoute", "kinds", watched)
+	c.opts.Log.Info("gateway api: optional kinds watched", "kinds", watched)
 	return errors.Join(errs...)
 }
 
@@ -240,6 +243,11 @@ func (c *Controller) input() (Input, error) {
 	}
 	if c.udpRoutes != nil {
 		if in.UDPRoutes, err = c.udpRoutes.List(all); err != nil {
+			return in, err
+		}
+	}
+	if c.listenerSets != nil {
+		if in.ListenerSets, err = c.listenerSets.List(all); err != nil {
 			return in, err
 		}
 	}
