@@ -70,9 +70,9 @@ type Controller struct {
 	udpRoutes  gwlisters.UDPRouteLister
 	// listenerSets is nil when the cluster does not serve ListenerSet.
 	listenerSets gwlisters.ListenerSetLister
-	handler    cache.ResourceEventHandler
-	synced     []cache.InformerSynced
-	limiter    *rate.Limiter
+	handler      cache.ResourceEventHandler
+	synced       []cache.InformerSynced
+	limiter      *rate.Limiter
 
 	// kick asks for a translation; statusKick for a status pass.
 	kick, statusKick chan struct{}
