@@ -153,7 +153,7 @@ func TestGolden(t *testing.T) {
 			status, err := sigsyaml.Marshal(map[string]any{
 				"gatewayClasses": res.GatewayClasses, "gateways": byString(res.Gateways), "httpRoutes": byString(res.HTTPRoutes),
 				"grpcRoutes": byString(res.GRPCRoutes), "tlsRoutes": byString(res.TLSRoutes), "tcpRoutes": byString(res.TCPRoutes),
-				"udpRoutes": byString(res.UDPRoutes),
+				"udpRoutes": byString(res.UDPRoutes), "listenerSets": byString(res.ListenerSets),
 			})
 			if err != nil {
 				t.Fatal(err)
