@@ -275,3 +275,23 @@ func TestListenerSetCap(t *testing.T) {
 		t.Errorf("last set: %s", last)
 	}
 }
+
+// TestListenerSetRouteKinds mirrors conformance
+// ListenerSetAllowedRoutesSupportedKinds (not run: it needs the TLSRoute
+// feature, outside the GATEWAY-HTTP profile run): a set's TLS Passthrough
+// listener allowing only HTTPRoute is ResolvedRefs=False/InvalidRouteKinds.
+func TestListenerSetRouteKinds(t *testing.T) {
+	out := translateYAML(t, strings.SplitN(setGatewayYAML, "---", 2)[0]+`---
+apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: kinds, namespace: default}
+spec:
+  parentRef: {name: gw}
+  listeners:
+  - {name: tls-only, port: 443, protocol: TLS, hostname: tls.example.com, tls: {mode: Passthrough}, allowedRoutes: {kinds: [{kind: HTTPRoute}]}}
+`)
+	_, ls := setStatus(t, out, "default", "kinds")
+	if want := "Accepted=True/Accepted Programmed=False/Invalid ResolvedRefs=False/InvalidRouteKinds Conflicted=False/NoConflicts"; ls["tls-only"] != want {
+		t.Errorf("tls-only: %s\nwant %s", ls["tls-only"], want)
+	}
+}
