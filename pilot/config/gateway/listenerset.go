@@ -121,17 +121,25 @@ func (t *translator) attachListenerSets(sets []*gwv1.ListenerSet) []model.Config
 			continue
 		}
 		valid := 0
+		var tooMany []metav1.Condition
 		for i := range ls.Spec.Listeners {
 			entry := &ls.Spec.Listeners[i]
 			spec := &gwv1.Listener{Name: entry.Name, Hostname: entry.Hostname, Port: entry.Port, Protocol: entry.Protocol,
 				TLS: entry.TLS, AllowedRoutes: entry.AllowedRoutes}
+			if gw.served >= MaxListenersPerGateway {
+				// Past the cap, a listener is neither checked nor compared
+				// with the others, and its conditions are shared: what a
+				// flood of sets costs stays small and linear.
+				if tooMany == nil {
+					tooMany = tooManyConditions(key, gen)
+				}
+				st.listeners = append(st.listeners, &listener{gw: gw.gw, spec: spec, namespace: ls.Namespace, set: ls,
+					status: &gwv1.ListenerStatus{Name: entry.Name, SupportedKinds: []gwv1.RouteGroupKind{}, Conditions: tooMany}})
+				continue
+			}
 			chk := listenerCheck{owner: owner{kind: KindListenerSet, namespace: ls.Namespace, name: ls.Name, gen: gen}, rejectConflict: true}
 			if winner, reason := gw.conflictWith(spec); winner != nil {
 				chk.conflict, chk.conflictMsg = reason, fmt.Sprintf("port %d is taken by listener %s, of higher precedence", spec.Port, winner.describe())
-			}
-			if gw.served >= MaxListenersPerGateway && chk.conflict == "" {
-				chk.reject = ptr(cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerEntryReasonTooManyListeners),
-					fmt.Sprintf("Gateway %s/%s already has %d listeners, the most one Gateway serves", key.Namespace, key.Name, MaxListenersPerGateway), gen))
 			}
 			l, tls := t.checkListener(chk, gw.gw, spec, listenerSetInternalName(gw.gw.Name, ls, entry.Name))
 			l.set = ls
@@ -164,6 +172,18 @@ func (t *translator) attachListenerSets(sets []*gwv1.ListenerSet) []model.Config
 		}
 	}
 	return out
+}
+
+// tooManyConditions are the conditions of a listener past
+// MaxListenersPerGateway.
+func tooManyConditions(gw types.NamespacedName, gen int64) []metav1.Condition {
+	msg := fmt.Sprintf("Gateway %s/%s already has %d listeners, the most one Gateway serves", gw.Namespace, gw.Name, MaxListenersPerGateway)
+	return []metav1.Condition{
+		cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerEntryReasonTooManyListeners), msg, gen),
+		cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerEntryReasonTooManyListeners), msg, gen),
+		cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen),
+		cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen),
+	}
 }
 
 // conflictWith returns the listener of higher precedence (the Gateway's
