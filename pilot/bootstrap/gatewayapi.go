@@ -152,6 +152,20 @@ func (s *Server) withGatewayAPI(snap *file.Snapshot) ([]model.Config, []string) 
 			}
 		}
 	}
+	for key, st := range out.ListenerSets {
+		for _, c := range st.Conditions {
+			if c.Type == string(gwv1.ListenerSetConditionAccepted) && c.Status != metav1.ConditionTrue {
+				problems = append(problems, fmt.Sprintf("ListenerSet %s: %s %s (%s)", key, c.Type, c.Reason, c.Message))
+			}
+		}
+		for _, l := range st.Listeners {
+			for _, c := range l.Conditions {
+				if c.Type == string(gwv1.ListenerEntryConditionAccepted) && c.Status != metav1.ConditionTrue {
+					problems = append(problems, fmt.Sprintf("ListenerSet %s listener %s: %s %s (%s)", key, l.Name, c.Type, c.Reason, c.Message))
+				}
+			}
+		}
+	}
 	slices.Sort(problems)
 	configs := append(slices.Clone(snap.Configs), out.Configs...)
 	slices.SortStableFunc(configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })

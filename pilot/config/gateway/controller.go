@@ -56,7 +56,7 @@ type Options struct {
 
 // Controller watches GatewayClasses, Gateways, HTTPRoutes and
 // ReferenceGrants (v1), and GRPCRoutes, TLSRoutes, TCPRoutes, UDPRoutes and
-// BackendTLSPolicies (v1) when the cluster serves them, keeps their translation in Store, and
+// ListenerSets and BackendTLSPolicies (v1) when the cluster serves them, keeps their translation in Store, and
 // writes their status while WriteStatus runs (on the leader).
 type Controller struct {
 	opts     Options
@@ -72,9 +72,11 @@ type Controller struct {
 	tcpRoutes   gwlisters.TCPRouteLister
 	udpRoutes   gwlisters.UDPRouteLister
 	tlsPolicies gwlisters.BackendTLSPolicyLister
-	handler     cache.ResourceEventHandler
-	synced      []cache.InformerSynced
-	limiter     *rate.Limiter
+	// listenerSets is nil when the cluster does not serve ListenerSet.
+	listenerSets gwlisters.ListenerSetLister
+	handler      cache.ResourceEventHandler
+	synced       []cache.InformerSynced
+	limiter      *rate.Limiter
 
 	// kick asks for a translation; statusKick for a status pass.
 	kick, statusKick chan struct{}
@@ -135,8 +137,8 @@ func (c *Controller) watch(inf cache.SharedIndexInformer) error {
 	return nil
 }
 
-// watchOptionalKinds watches the kinds of v1 beyond HTTPRoute that
-// the cluster serves (older CRD bundles lack some, and an informer of a
+// watchOptionalKinds watches the route kinds of v1 beyond HTTPRoute,
+// ListenerSet and BackendTLSPolicy, that the cluster serves (older CRD bundles lack some, and an informer of a
 // kind not served would never sync).
 func (c *Controller) watchOptionalKinds() error {
 	served := map[string]bool{}
@@ -164,8 +166,9 @@ func (c *Controller) watchOptionalKinds() error {
 		add(KindTCPRoute, v1.TCPRoutes().Informer(), func() { c.tcpRoutes = v1.TCPRoutes().Lister() }),
 		add(KindUDPRoute, v1.UDPRoutes().Informer(), func() { c.udpRoutes = v1.UDPRoutes().Lister() }),
 		add(KindBackendTLSPolicy, v1.BackendTLSPolicies().Informer(), func() { c.tlsPolicies = v1.BackendTLSPolicies().Lister() }),
+		add(KindListenerSet, v1.ListenerSets().Informer(), func() { c.listenerSets = v1.ListenerSets().Lister() }),
 	}
-	c.opts.Log.Info("gateway api: kinds watched besides GatewayClass, Gateway, HTTPRoute and ReferenceGrant", "kinds", watched)
+	c.opts.Log.Info("gateway api: optional kinds watched", "kinds", watched)
 	return errors.Join(errs...)
 }
 
@@ -250,6 +253,11 @@ func (c *Controller) input() (Input, error) {
 	}
 	if c.tlsPolicies != nil {
 		if in.BackendTLSPolicies, err = c.tlsPolicies.List(all); err != nil {
+			return in, err
+		}
+	}
+	if c.listenerSets != nil {
+		if in.ListenerSets, err = c.listenerSets.List(all); err != nil {
 			return in, err
 		}
 	}

@@ -155,6 +155,7 @@ func TestGolden(t *testing.T) {
 				"gatewayClasses": res.GatewayClasses, "gateways": byString(res.Gateways), "httpRoutes": byString(res.HTTPRoutes),
 				"grpcRoutes": byString(res.GRPCRoutes), "tlsRoutes": byString(res.TLSRoutes), "tcpRoutes": byString(res.TCPRoutes),
 				"udpRoutes": byString(res.UDPRoutes), "backendTLSPolicies": byString(res.BackendTLSPolicies),
+				"listenerSets": byString(res.ListenerSets),
 			})
 			if err != nil {
 				t.Fatal(err)

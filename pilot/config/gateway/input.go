@@ -47,6 +47,7 @@ type Input struct {
 	// BackendTLSPolicies make the upstream connections to their target
 	// Services TLS (backendtls.go).
 	BackendTLSPolicies []*gwv1.BackendTLSPolicy
+	ListenerSets       []*gwv1.ListenerSet
 	// Namespaces gives a namespace's labels (allowedRoutes selectors);
 	// nil: namespaces have no labels but kubernetes.io/metadata.name.
 	Namespaces func(name string) map[string]string

@@ -33,6 +33,9 @@ type Output struct {
 	UDPRoutes      map[types.NamespacedName]gwv1.UDPRouteStatus
 	// BackendTLSPolicies hold the ancestors of ours of each policy.
 	BackendTLSPolicies map[types.NamespacedName]gwv1.PolicyStatus
+	// ListenerSets holds the status of the ListenerSets whose parent is a
+	// Gateway of ours.
+	ListenerSets map[types.NamespacedName]gwv1.ListenerSetStatus
 }
 
 // translator holds one translation's indexes.
@@ -40,7 +43,9 @@ type translator struct {
 	in       *Input
 	grants   grants
 	gateways map[types.NamespacedName]*gatewayState
-	mesh     *meshRoutes
+	// listenerSets are the ListenerSets of our Gateways.
+	listenerSets map[types.NamespacedName]*listenerSetState
+	mesh         *meshRoutes
 	// caChecks memoises Input.ConfigMapCA by "namespace/name" for one
 	// translation: policies sharing a CA parse it once.
 	caChecks map[string]error
@@ -50,7 +55,8 @@ type translator struct {
 // whose controllerName is ControllerName, into Istio configs and status.
 // It is a pure function of in.
 func Translate(in Input) Output {
-	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{}, mesh: newMeshRoutes()}
+	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{},
+		listenerSets: map[types.NamespacedName]*listenerSetState{}, mesh: newMeshRoutes()}
 	out := Output{
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
@@ -59,6 +65,7 @@ func Translate(in Input) Output {
 		TLSRoutes:      map[types.NamespacedName]gwv1.TLSRouteStatus{},
 		TCPRoutes:      map[types.NamespacedName]gwv1.TCPRouteStatus{},
 		UDPRoutes:      map[types.NamespacedName]gwv1.UDPRouteStatus{},
+		ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
 
 		BackendTLSPolicies: map[types.NamespacedName]gwv1.PolicyStatus{},
 	}
@@ -83,6 +90,7 @@ func Translate(in Input) Output {
 		t.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = st
 		out.Configs = append(out.Configs, cfgs...)
 	}
+	out.Configs = append(out.Configs, t.attachListenerSets(in.ListenerSets)...)
 	vs := newVirtualServices()
 	v := validation.New(validation.Options{GatewayAPI: true})
 	var routes []*translatedRoute
@@ -125,7 +133,13 @@ func Translate(in Input) Output {
 		for _, l := range st.listeners {
 			st.status.Listeners = append(st.status.Listeners, *l.status)
 		}
+		if listenersAllowed(st.gw) {
+			st.status.AttachedListenerSets = ptr(st.attachedSets)
+		}
 		out.Gateways[key] = *st.status
+	}
+	for key, st := range t.listenerSets {
+		out.ListenerSets[key] = st.listenerSetStatus()
 	}
 	slices.SortFunc(out.Configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
 	return out
@@ -250,6 +264,7 @@ func SupportedFeatures() []string {
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort", "HTTPRouteCORS", "HTTPRouteRetry",
 		"BackendTLSPolicy", "BackendTLSPolicySANValidation",
+		"ListenerSet",
 	}
 	slices.Sort(f)
 	return f
