@@ -267,8 +267,8 @@ func (r *results) record(t *testing.T, test suite.ConformanceTest, _ *suite.Conf
 }
 
 // httpProfileFeatures are the features GatewayClass istio advertises that
-// belong to the GATEWAY-HTTP profile run here (Gateway, HTTPRoute and
-// ReferenceGrant ones). The GRPCRoute, TLSRoute and TCPRoute features it
+// belong to the GATEWAY-HTTP profile run here (Gateway, HTTPRoute,
+// ReferenceGrant, BackendTLSPolicy and ListenerSet ones). The GRPCRoute, TLSRoute and TCPRoute features it
 // also advertises are left out: the suite would run their tests, which all
 // carry traffic (the TLS and TCP ones dial the Gateway themselves, past
 // the round tripper that refuses requests), so their profiles are not run
@@ -276,7 +276,7 @@ func (r *results) record(t *testing.T, test suite.ConformanceTest, _ *suite.Conf
 func httpProfileFeatures() []features.FeatureName {
 	var out []features.FeatureName
 	for _, f := range gateway.SupportedFeatures() {
-		if strings.HasPrefix(f, "Gateway") || strings.HasPrefix(f, "HTTPRoute") || f == "ReferenceGrant" {
+		if strings.HasPrefix(f, "Gateway") || strings.HasPrefix(f, "HTTPRoute") || f == "ReferenceGrant" || strings.HasPrefix(f, "BackendTLSPolicy") || f == "ListenerSet" {
 			out = append(out, features.FeatureName(f))
 		}
 	}

@@ -221,3 +221,28 @@ func TestDirectResponseBodyLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestWildcardCORSMethodOnlyFromGatewayAPI: a written VirtualService may
+// not allow the CORS method "*", as istiod says; a spec translated from an
+// HTTPRoute's CORS filter may (GatewayAPI option).
+func TestWildcardCORSMethodOnlyFromGatewayAPI(t *testing.T) {
+	vs := &networking.VirtualService{Hosts: []string{"a.example.com"}, Http: []*networking.HTTPRoute{{
+		CorsPolicy: &networking.CorsPolicy{AllowMethods: []string{"GET", "*"}},
+		Route:      []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "a"}}},
+	}}}
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{}, `spec.http[0].corsPolicy.allowMethods[1]: "*" is not a supported HTTP method`},
+		{Options{GatewayAPI: true}, ""},
+	} {
+		if got := joinErrors(New(tc.opts).Spec(Meta{Name: "cors", Namespace: "default"}, vs)); got != tc.want {
+			t.Errorf("GatewayAPI=%v: errors %q, want %q", tc.opts.GatewayAPI, got, tc.want)
+		}
+	}
+	vs.Http[0].CorsPolicy.AllowMethods = []string{"FETCH"}
+	if got := joinErrors(New(Options{GatewayAPI: true}).Spec(Meta{Name: "cors", Namespace: "default"}, vs)); got == "" {
+		t.Error(`GatewayAPI validator accepted CORS method "FETCH"`)
+	}
+}

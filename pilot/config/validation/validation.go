@@ -41,6 +41,11 @@ type Options struct {
 	// MaxRegexProgramSize is the largest RE2 program size accepted for a
 	// regex; 0 means ProxyMaxRegexProgramSize, negative means no limit.
 	MaxRegexProgramSize int
+	// GatewayAPI validates specs translated from the Kubernetes Gateway
+	// API, which allows what a written Istio spec may not: the CORS
+	// method "*" (HTTPRoute's CORS filter; Envoy sends it as the
+	// header's value).
+	GatewayAPI bool
 }
 
 // Validator validates Istio objects. It is safe for concurrent use. It

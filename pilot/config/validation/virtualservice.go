@@ -326,6 +326,10 @@ func (c *checker) corsPolicy(path string, p *networking.CorsPolicy) {
 		switch m {
 		case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 			http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		case "*":
+			if !c.opts.GatewayAPI {
+				c.add(at(path, "allowMethods", i), "%q is not a supported HTTP method", m)
+			}
 		default:
 			c.add(at(path, "allowMethods", i), "%q is not a supported HTTP method", m)
 		}

@@ -93,11 +93,10 @@ func runDeployBench(b *testing.B, n int) {
 // startBench is start for a benchmark, with a 3 s resync.
 func startBench(tb testing.TB) *fixture {
 	f := setup(tb)
-	gws, classes, meta := f.shared(tb)
-	c, err := deploy.New(deploy.Options{
-		Kube: f.kube, Gateways: gws, Classes: classes, Metadata: meta, Reconciled: f.passes.record, Resync: 3 * time.Second,
-		Log: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	opts := f.shared(tb)
+	opts.Reconciled, opts.Resync = f.passes.record, 3*time.Second
+	opts.Log = slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := deploy.New(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -226,11 +225,10 @@ func BenchmarkConfigMapCache(b *testing.B) {
 func startBenchIn(tb testing.TB, f *fixture) *fixture {
 	g := *f
 	g.passes = &passes{ch: make(chan struct{}), seen: map[types.NamespacedName][]pass{}}
-	gws, classes, meta := g.shared(tb)
-	c, err := deploy.New(deploy.Options{
-		Kube: g.kube, Gateways: gws, Classes: classes, Metadata: meta, Reconciled: g.passes.record,
-		Log: slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	opts := g.shared(tb)
+	opts.Reconciled = g.passes.record
+	opts.Log = slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := deploy.New(opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

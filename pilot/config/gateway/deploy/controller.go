@@ -57,6 +57,9 @@ type Options struct {
 	// their owner starts them.
 	Gateways gwinformersv1.GatewayInformer
 	Classes  gwinformersv1.GatewayClassInformer
+	// ListenerSets is the translation controller's ListenerSet informer,
+	// nil when the cluster does not serve ListenerSet (ListenerSetServed).
+	ListenerSets gwinformersv1.ListenerSetInformer
 	// Metadata watches the metadata of ConfigMaps (not their data), so a
 	// change of a Gateway's parametersRef ConfigMap reconciles it.
 	Metadata metadata.Interface
@@ -148,8 +151,10 @@ type run struct {
 	sas      corelisters.ServiceAccountLister
 	hpas     autoscalinglisters.HorizontalPodAutoscalerLister
 	pdbs     policylisters.PodDisruptionBudgetLister
-	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// sets is nil when the cluster does not serve ListenerSet.
+	sets   gwlisters.ListenerSetLister
+	synced []cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 
 	mu      sync.Mutex
 	applied map[objKey]applied
@@ -209,6 +214,16 @@ func newRun(opts Options) (*run, error) {
 			return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
 		}
 		r.synced = append(r.synced, inf.HasSynced)
+	}
+	if opts.ListenerSets != nil {
+		if err := r.share(opts.ListenerSets.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    r.enqueueListenerSet,
+			UpdateFunc: func(_, n any) { r.enqueueListenerSet(n) },
+			DeleteFunc: r.enqueueListenerSet,
+		}); err != nil {
+			return nil, err
+		}
+		r.sets = opts.ListenerSets.Lister()
 	}
 	return r, nil
 }
@@ -381,7 +396,7 @@ func (r *run) reconcile(ctx context.Context, key types.NamespacedName) ([]string
 		if err != nil {
 			return nil, err
 		}
-		objs, err := Render(gw, params)
+		objs, err := Render(withListenerSets(gw, r.sets), params)
 		if err != nil {
 			// Nothing is changed until the Gateway is.
 			return nil, permanent{err}

@@ -26,7 +26,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
-	gwinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
@@ -133,12 +132,10 @@ func setup(t testing.TB) *fixture {
 func start(t *testing.T) *fixture {
 	t.Helper()
 	f := setup(t)
-	gws, classes, meta := f.shared(t)
-	c, err := deploy.New(deploy.Options{
-		Kube: f.kube, Gateways: gws, Classes: classes, Metadata: meta, Reconciled: f.passes.record,
-		MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
-		Log: slog.New(slog.NewTextHandler(f.logs, nil)),
-	})
+	opts := f.shared(t)
+	opts.Reconciled, opts.MinBackoff, opts.MaxBackoff = f.passes.record, 50*time.Millisecond, time.Second
+	opts.Log = slog.New(slog.NewTextHandler(f.logs, nil))
+	c, err := deploy.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,15 +154,21 @@ func start(t *testing.T) *fixture {
 	return f
 }
 
-// shared starts Gateway and GatewayClass informers until the test ends,
-// as the translation controller does for the controller it shares them
-// with, and returns them with a metadata client.
-func (f *fixture) shared(tb testing.TB) (gwinformersv1.GatewayInformer, gwinformersv1.GatewayClassInformer, metadata.Interface) {
+// shared starts Gateway, GatewayClass and (when served) ListenerSet
+// informers until the test ends, as the translation controller does for
+// the controller it shares them with, and returns Options with them, the
+// Kube client and a metadata client.
+func (f *fixture) shared(tb testing.TB) deploy.Options {
 	tb.Helper()
 	factory := gwinformers.NewSharedInformerFactory(f.gw, 0)
-	gws, classes := factory.Gateway().V1().Gateways(), factory.Gateway().V1().GatewayClasses()
-	gws.Informer()
-	classes.Informer()
+	v1 := factory.Gateway().V1()
+	opts := deploy.Options{Kube: f.kube, Gateways: v1.Gateways(), Classes: v1.GatewayClasses()}
+	opts.Gateways.Informer()
+	opts.Classes.Informer()
+	if deploy.ListenerSetServed(f.gw) {
+		opts.ListenerSets = v1.ListenerSets()
+		opts.ListenerSets.Informer()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
 	tb.Cleanup(func() { cancel(); factory.Shutdown() })
@@ -173,7 +176,8 @@ func (f *fixture) shared(tb testing.TB) (gwinformersv1.GatewayInformer, gwinform
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return gws, classes, meta
+	opts.Metadata = meta
+	return opts
 }
 
 func (f *fixture) createGateway(t *testing.T, gw *gwv1.Gateway) *gwv1.Gateway {
