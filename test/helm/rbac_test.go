@@ -129,8 +129,8 @@ func statusWriteAccess() []access {
 // gatewayAPIAccess is what pilot/config/gateway's controller uses: it
 // watches the Gateway API kinds and writes their status.
 var gatewayAPIAccess = []grant{
-	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes", "referencegrants", "listenersets"}, []string{"get", "list", "watch"}},
-	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status", "tcproutes/status", "udproutes/status", "listenersets/status"}, []string{"update"}},
+	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes", "referencegrants", "listenersets", "backendtlspolicies"}, []string{"get", "list", "watch"}},
+	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status", "tcproutes/status", "udproutes/status", "listenersets/status", "backendtlspolicies/status"}, []string{"update"}},
 	// pilot/config/gateway.EnsureClasses: the default GatewayClasses, created
 	// when missing, never updated or deleted.
 	{"gateway.networking.k8s.io", []string{"gatewayclasses"}, []string{"create"}},
