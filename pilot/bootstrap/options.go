@@ -140,6 +140,11 @@ type Options struct {
 	// in Istio) resolves east-west gateway addresses that are host names
 	// (pilot/gatewaydns); off, such gateways are left out.
 	ResolveHostnameGateways bool
+	// VerifyCertAtClient (VERIFY_CERTIFICATE_AT_CLIENT, default true as in
+	// Istio) makes TLS origination (DestinationRule SIMPLE or MUTUAL)
+	// without caCertificates or credentialName verify the server
+	// certificate against the proxy's OS CA bundle (SDS "file-root:system").
+	VerifyCertAtClient bool
 	// Keepalive are the gRPC servers' keepalive settings, max connection
 	// age included (istiod's --keepalive* flags).
 	Keepalive KeepaliveOptions
@@ -175,6 +180,7 @@ func DefaultOptions() Options {
 		AutoRegistration:          true,
 		WorkloadEntryHealthChecks: true,
 		ResolveHostnameGateways:   true,
+		VerifyCertAtClient:        true,
 		Keepalive:                 DefaultKeepaliveOptions(),
 
 		WorkloadEntryGracePeriod: autoregistration.DefaultGracePeriod,
