@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -115,9 +116,10 @@ func TestVerifyCertAtClient(t *testing.T) {
 // with the rule's subjectAltNames (and auto_san_validation then stays off,
 // as in Istio) and its caCrl.
 func TestVerifyCertAtClientKeepsSANs(t *testing.T) {
-	in, _ := withRule(t, &networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{
+	in, dr := withRule(t, &networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{
 		Mode: networking.ClientTLSSettings_SIMPLE, SubjectAltNames: []string{"reviews.example.com"}, CaCrl: "/etc/certs/crl.pem",
 	}})
+	noWarning(t, dr, "caCrl")
 	c := must(t, buildVerify(t, in, true), reviewsCluster)
 	cv := upstreamTLS(t, c).GetCommonTlsContext().GetCombinedValidationContext()
 	checkAgentSDS(t, "validation", cv.GetValidationContextSdsSecretConfig(), "file-root:"+cluster.SystemCACertificates)
@@ -129,5 +131,17 @@ func TestVerifyCertAtClientKeepsSANs(t *testing.T) {
 	}
 	if up := httpOptions(t, c).GetUpstreamHttpProtocolOptions(); !up.GetAutoSni() || up.GetAutoSanValidation() {
 		t.Errorf("upstream http options %v, want auto_sni only", up)
+	}
+}
+
+// TestCaCrlSkipVerifyWarns: with insecureSkipVerify there is no validation
+// context to carry the CRL, and the rule's warnings say so.
+func TestCaCrlSkipVerifyWarns(t *testing.T) {
+	_, dr := withRule(t, &networking.TrafficPolicy{Tls: &networking.ClientTLSSettings{
+		Mode: networking.ClientTLSSettings_SIMPLE, CaCrl: "/etc/certs/crl.pem", InsecureSkipVerify: wrapperspb.Bool(true),
+	}})
+	w := cluster.Warnings(dr)
+	if len(w) != 1 || !strings.Contains(w[0], "trafficPolicy.tls.caCrl: needs server certificate verification") {
+		t.Errorf("warnings %q, want one on tls.caCrl", w)
 	}
 }
