@@ -127,9 +127,9 @@ func (fr files) paths(name string) []string {
 	return []string{p}
 }
 
-// stamp summarises the files of name (path, size, modification time,
-// inode) so that a change, a Kubernetes volume's symlink swap included,
-// shows; "" when none can be read.
+// stamp summarises the files of name (path, size and modification time
+// of what the path leads to) so that a change, a Kubernetes volume's
+// symlink swap included, shows.
 func (fr files) stamp(name string) string {
 	var sb strings.Builder
 	for _, p := range fr.paths(name) {
@@ -138,11 +138,7 @@ func (fr files) stamp(name string) string {
 			sb.WriteString(p + ":missing;")
 			continue
 		}
-		sb.WriteString(p + ":" + strconv.FormatInt(st.Size(), 10) + ":" + strconv.FormatInt(st.ModTime().UnixNano(), 10))
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			sb.WriteString(":" + strconv.FormatUint(sys.Ino, 10))
-		}
-		sb.WriteByte(';')
+		sb.WriteString(p + ":" + strconv.FormatInt(st.Size(), 10) + ":" + strconv.FormatInt(st.ModTime().UnixNano(), 10) + ";")
 	}
 	return sb.String()
 }
