@@ -83,8 +83,8 @@ type Options struct {
 	// DefaultMaxFileSize.
 	MaxFileSize int64
 	// FileCheckInterval is how often the files of watched file-mounted
-	// secrets are checked for changes (size, modification time, inode;
-	// Istio's agent watches them with inotify); zero is
+	// secrets are checked for changes (size and modification time; Istio's
+	// agent watches them with inotify); zero is
 	// DefaultFileCheckInterval.
 	FileCheckInterval time.Duration
 }
