@@ -148,6 +148,11 @@ type Options struct {
 	// istiod) adds istio-remote to them.
 	GatewayClassController bool
 	MultiNetworkGatewayAPI bool
+	// VerifyCertAtClient (VERIFY_CERTIFICATE_AT_CLIENT, default true as in
+	// Istio) makes TLS origination (DestinationRule SIMPLE or MUTUAL)
+	// without caCertificates or credentialName verify the server
+	// certificate against the proxy's OS CA bundle (SDS "file-root:system").
+	VerifyCertAtClient bool
 	// Keepalive are the gRPC servers' keepalive settings, max connection
 	// age included (istiod's --keepalive* flags).
 	Keepalive KeepaliveOptions
@@ -184,6 +189,7 @@ func DefaultOptions() Options {
 		WorkloadEntryHealthChecks: true,
 		ResolveHostnameGateways:   true,
 		GatewayClassController:    true,
+		VerifyCertAtClient:        true,
 		Keepalive:                 DefaultKeepaliveOptions(),
 
 		WorkloadEntryGracePeriod: autoregistration.DefaultGracePeriod,
