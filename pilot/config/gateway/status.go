@@ -89,15 +89,7 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 		st := out.Gateways[key]
 		want := *st.DeepCopy()
 		keepTransitionTimes(want.Conditions, cur.Status.Conditions, now)
-		for i := range want.Listeners {
-			var prev []metav1.Condition
-			for _, l := range cur.Status.Listeners {
-				if l.Name == want.Listeners[i].Name {
-					prev = l.Conditions
-				}
-			}
-			keepTransitionTimes(want.Listeners[i].Conditions, prev, now)
-		}
+		keepListenerTimes(want.Listeners, cur.Status.Listeners, func(l *gwv1.ListenerStatus) (gwv1.SectionName, []metav1.Condition) { return l.Name, l.Conditions }, now)
 		// As istiod: no address is reported until there is one, and then
 		// one is never taken away (a load balancer's address pending
 		// again keeps the last).
@@ -210,6 +202,22 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 	return nil
 }
 
+// keepListenerTimes keeps the transition times of each wanted listener's
+// conditions from the current listener of the same name (of a Gateway or
+// a ListenerSet; of gets a listener's name and conditions).
+func keepListenerTimes[L any](want, cur []L, of func(*L) (gwv1.SectionName, []metav1.Condition), now metav1.Time) {
+	for i := range want {
+		name, conds := of(&want[i])
+		var prev []metav1.Condition
+		for j := range cur {
+			if n, c := of(&cur[j]); n == name {
+				prev = c
+			}
+		}
+		keepTransitionTimes(conds, prev, now)
+	}
+}
+
 // writeListenerSets writes, through write, the status of each ListenerSet
 // of out that differs from its current one (times aside).
 func (c *Controller) writeListenerSets(ctx context.Context, out *Output, now metav1.Time, write func(string, types.NamespacedName, func() error) error) error {
@@ -222,15 +230,7 @@ func (c *Controller) writeListenerSets(ctx context.Context, out *Output, now met
 		st := out.ListenerSets[key]
 		want := *st.DeepCopy()
 		keepTransitionTimes(want.Conditions, cur.Status.Conditions, now)
-		for i := range want.Listeners {
-			var prev []metav1.Condition
-			for _, l := range cur.Status.Listeners {
-				if l.Name == want.Listeners[i].Name {
-					prev = l.Conditions
-				}
-			}
-			keepTransitionTimes(want.Listeners[i].Conditions, prev, now)
-		}
+		keepListenerTimes(want.Listeners, cur.Status.Listeners, func(l *gwv1.ListenerEntryStatus) (gwv1.SectionName, []metav1.Condition) { return l.Name, l.Conditions }, now)
 		if equality.Semantic.DeepEqual(cur.Status, want) {
 			continue
 		}
