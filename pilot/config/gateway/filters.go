@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -46,10 +47,19 @@ func (t *translator) applyFilter(h *networking.HTTPRoute, f gwv1.HTTPRouteFilter
 			rd.RedirectPort = &networking.HTTPRedirect_Port{Port: uint32(*rr.Port)}
 		}
 		if p := rr.Path; p != nil {
-			if p.Type != gwv1.FullPathHTTPPathModifier {
-				return "requestRedirect.path: only ReplaceFullPath is supported"
+			switch p.Type {
+			case gwv1.FullPathHTTPPathModifier:
+				rd.Uri = deref(p.ReplaceFullPath, "/")
+			case gwv1.PrefixMatchHTTPPathModifier:
+				// Set per match by routeRules, as a URLRewrite's
+				// prefix: the exact part of a PathPrefix redirects to
+				// the replacement, the part below it keeps its rest.
+				// An empty replacement is "/" (the spec's trailing-slash
+				// rules give both the same result).
+				rd.PrefixRewrite = cmp.Or(deref(p.ReplacePrefixMatch, ""), "/")
+			default:
+				return fmt.Sprintf("requestRedirect.path.type %q", p.Type)
 			}
-			rd.Uri = deref(p.ReplaceFullPath, "/")
 		}
 		h.Redirect = rd
 	case gwv1.HTTPRouteFilterURLRewrite:

@@ -406,8 +406,11 @@ func (c *checker) redirect(path string, r *networking.HTTPRedirect) {
 	if r == nil {
 		return
 	}
-	if r.GetUri() == "" && r.GetAuthority() == "" && r.GetRedirectPort() == nil && r.GetScheme() == "" {
+	if r.GetUri() == "" && r.GetPrefixRewrite() == "" && r.GetAuthority() == "" && r.GetRedirectPort() == nil && r.GetScheme() == "" {
 		c.add(path, "redirect must specify URI, authority, scheme, or port")
+	}
+	if r.GetUri() != "" && r.GetPrefixRewrite() != "" {
+		c.add(path, "redirect cannot specify both uri and prefixRewrite")
 	}
 	if code := r.GetRedirectCode(); code != 0 && (code < 300 || code > 399) {
 		c.add(at(path, "redirectCode"), "%d is not a valid redirect code, must be 3xx", code)
