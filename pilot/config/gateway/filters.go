@@ -43,8 +43,16 @@ func (t *translator) applyFilter(h *networking.HTTPRoute, f gwv1.HTTPRouteFilter
 		if rr.StatusCode != nil {
 			rd.RedirectCode = uint32(*rr.StatusCode)
 		}
-		if rr.Port != nil {
+		// As istiod: with no port, the request's (the listener's), or
+		// the scheme's default when the scheme changes. That also makes
+		// a redirect with nothing but a status code valid.
+		switch {
+		case rr.Port != nil:
 			rd.RedirectPort = &networking.HTTPRedirect_Port{Port: uint32(*rr.Port)}
+		case rr.Scheme != nil:
+			rd.RedirectPort = &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_PROTOCOL_DEFAULT}
+		default:
+			rd.RedirectPort = &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_REQUEST_PORT}
 		}
 		if p := rr.Path; p != nil {
 			switch p.Type {

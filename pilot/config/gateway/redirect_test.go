@@ -235,37 +235,57 @@ func TestPathRedirectClaimed(t *testing.T) {
 
 // TestRedirectStatusCodes mirrors the conformance tests HTTPRoute303Redirect,
 // HTTPRoute307Redirect and HTTPRoute308Redirect (features
-// HTTPRoute30XRedirectStatusCode): each status code is the redirect's.
+// HTTPRoute30XRedirectStatusCode), whose routes redirect with nothing but
+// a status code: such a route is Accepted (it was UnsupportedValue, the
+// VirtualService wanting a uri, authority, scheme or port, until the port
+// was derived from the request as istiod does), and each status code is
+// the redirect's, to the request's own port.
 func TestRedirectStatusCodes(t *testing.T) {
 	routes := redirectRDS(t, `
-  - matches: [{path: {type: Exact, value: /301}}]
-    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 301, hostname: a.example}}]
-  - matches: [{path: {type: Exact, value: /302}}]
-    filters: [{type: RequestRedirect, requestRedirect: {hostname: a.example}}]
-  - matches: [{path: {type: Exact, value: /303}}]
-    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 303, hostname: a.example}}]
-  - matches: [{path: {type: Exact, value: /307}}]
-    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 307, hostname: a.example}}]
-  - matches: [{path: {type: Exact, value: /308}}]
-    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 308, hostname: a.example}}]
+  - matches: [{path: {type: PathPrefix, value: /see-other}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 303}}]
+  - matches: [{path: {type: PathPrefix, value: /temporary}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 307}}]
+  - matches: [{path: {type: PathPrefix, value: /permanent}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 308}}]
+  - matches: [{path: {type: PathPrefix, value: /found}}]
+    filters: [{type: RequestRedirect, requestRedirect: {}}]
+  - matches: [{path: {type: PathPrefix, value: /moved}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 301}}]
 `)
 	want := map[string]routev3.RedirectAction_RedirectResponseCode{
-		"/301": routev3.RedirectAction_MOVED_PERMANENTLY,
-		"/302": routev3.RedirectAction_FOUND,
-		"/303": routev3.RedirectAction_SEE_OTHER,
-		"/307": routev3.RedirectAction_TEMPORARY_REDIRECT,
-		"/308": routev3.RedirectAction_PERMANENT_REDIRECT,
+		"/see-other": routev3.RedirectAction_SEE_OTHER,
+		"/temporary": routev3.RedirectAction_TEMPORARY_REDIRECT,
+		"/permanent": routev3.RedirectAction_PERMANENT_REDIRECT,
+		"/found":     routev3.RedirectAction_FOUND,
+		"/moved":     routev3.RedirectAction_MOVED_PERMANENTLY,
 	}
 	for _, r := range routes {
 		p := r.GetMatch().GetPath()
-		if code, ok := want[p]; ok {
-			if got := r.GetRedirect().GetResponseCode(); got != code {
-				t.Errorf("%s: response code %v, want %v", p, got, code)
-			}
-			delete(want, p)
+		code, ok := want[p]
+		if !ok {
+			continue
 		}
+		rd := r.GetRedirect()
+		if rd.GetResponseCode() != code || rd.GetPortRedirect() != 80 {
+			t.Errorf("%s: redirect %v, want response code %v to port 80", p, rd, code)
+		}
+		delete(want, p)
 	}
 	if len(want) != 0 {
 		t.Errorf("no routes for %v", want)
+	}
+}
+
+// TestRedirectSchemeDefaultPort: a redirect that changes the scheme and
+// gives no port goes to the scheme's default port (no port_redirect), as
+// istiod's derivePort FROM_PROTOCOL_DEFAULT.
+func TestRedirectSchemeDefaultPort(t *testing.T) {
+	routes := redirectRDS(t, `
+  - filters: [{type: RequestRedirect, requestRedirect: {scheme: https}}]
+`)
+	rd := routes[0].GetRedirect()
+	if rd.GetSchemeRedirect() != "https" || rd.GetPortRedirect() != 0 {
+		t.Errorf("redirect %v, want scheme https and no port", rd)
 	}
 }
