@@ -208,7 +208,8 @@ func SupportedFeatures() []string {
 	f := []string{
 		"Gateway", "HTTPRoute", "ReferenceGrant", "GRPCRoute", "TLSRoute", "TLSRouteModeTerminate", "TCPRoute",
 		"HTTPRouteHostRewrite", "HTTPRoutePathRedirect", "HTTPRouteDestinationPortMatching",
-		"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode", "HTTPRouteMethodMatching",
+		"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
+		"HTTPRouteBackendRequestHeaderModification", "HTTPRouteMethodMatching",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort", "HTTPRouteCORS", "HTTPRouteRetry",
@@ -230,6 +231,16 @@ func invalidRules(v *validation.Validator, namespace, name string, rules []rule)
 			h = proto.Clone(h).(*networking.HTTPRoute)
 			h.CorsPolicy.AllowMethods = slices.DeleteFunc(h.CorsPolicy.AllowMethods, func(m string) bool { return m == "*" })
 		}
+		// Gateway API weights are relative (two backends without one are
+		// 1 and 1), and istiod serves them as given, as the route does:
+		// the copy validated has them scaled to the 0..100 adding up to
+		// 100 a hand-written VirtualService needs.
+		if w := percentWeights(h.GetRoute()); w != nil {
+			h = proto.Clone(h).(*networking.HTTPRoute)
+			for i, d := range h.Route {
+				d.Weight = w[i]
+			}
+		}
 		vs.Http = append(vs.Http, h)
 	}
 	errs := v.Spec(validation.Meta{Name: name, Namespace: namespace}, vs)
@@ -237,6 +248,33 @@ func invalidRules(v *validation.Validator, namespace, name string, rules []rule)
 		return ""
 	}
 	return "translated rule: " + errs[0].Error()
+}
+
+// percentWeights scales the weights of more than one destination, each
+// positive, to percentages adding up to 100 (the rounding's remainder to
+// the largest); nil if there is one destination or they already are.
+func percentWeights(ds []*networking.HTTPRouteDestination) []int32 {
+	if len(ds) < 2 {
+		return nil
+	}
+	var sum int64
+	for _, d := range ds {
+		sum += int64(d.GetWeight())
+	}
+	if sum == 100 || sum <= 0 {
+		return nil
+	}
+	out := make([]int32, len(ds))
+	largest, left := 0, int32(100)
+	for i, d := range ds {
+		out[i] = int32(int64(d.GetWeight()) * 100 / sum)
+		left -= out[i]
+		if d.GetWeight() > ds[largest].GetWeight() {
+			largest = i
+		}
+	}
+	out[largest] += left
+	return out
 }
 
 type object interface {
