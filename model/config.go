@@ -25,6 +25,9 @@ const (
 	KindEndpoints Kind = "Endpoints"
 	// KindSecret is a Kubernetes Secret a gateway's credentialName names.
 	KindSecret Kind = "Secret"
+	// KindConfigMap is a ConfigMap whose ca.crt a credentialName
+	// "configmap://NAMESPACE/NAME" names (a BackendTLSPolicy's CA).
+	KindConfigMap Kind = "ConfigMap"
 	// KindMeshConfig marks a change of mesh-wide settings.
 	KindMeshConfig Kind = "MeshConfig"
 )

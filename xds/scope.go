@@ -52,6 +52,7 @@ var pushTypes = map[model.Kind][]string{
 	model.KindDestinationRule: {model.ClusterType, model.EndpointType},
 	model.KindVirtualService:  {model.ListenerType, model.RouteType},
 	model.KindSecret:          {model.SecretType, model.ExtensionConfigType},
+	model.KindConfigMap:       {model.SecretType},
 	model.KindWasmPlugin:      {model.ListenerType, model.ExtensionConfigType},
 }
 

@@ -31,6 +31,11 @@ func (k *kubeSources) newCredentials(source *secrets.Source, opts Options, log *
 	if err != nil {
 		return fmt.Errorf("gateway credentials: %w", err)
 	}
+	// BackendTLSPolicy CAs (configmap://NS/NAME over SDS) and their status.
+	k.configMaps, err = secrets.NewConfigMaps(k.client, source, k.onConfigMapChange, log.With("source", "kube-configmaps"))
+	if err != nil {
+		return fmt.Errorf("gateway credentials: %w", err)
+	}
 	k.access = credentialaccess.New(credentialaccess.Options{
 		Reviewer:   credentialaccess.SubjectAccessReview{Client: k.client},
 		OnDecision: k.onAccessDecision,
@@ -47,10 +52,28 @@ func (k *kubeSources) startCredentials(ctx context.Context) error {
 	}
 	k.server.goServe("credential-access", func() error { k.access.Run(ctx); return nil })
 	k.server.goServe("kube-secrets", func() error { k.secrets.Run(ctx); return nil })
-	if !cache.WaitForCacheSync(ctx.Done(), k.secrets.HasSynced) {
+	k.server.goServe("kube-configmaps", func() error { k.configMaps.Run(ctx); return nil })
+	if !cache.WaitForCacheSync(ctx.Done(), k.secrets.HasSynced, k.configMaps.HasSynced) {
 		return fmt.Errorf("secret informer: not synced: %w", ctx.Err())
 	}
 	return nil
+}
+
+// onConfigMapChange pushes SDS after the ca.crt of a ConfigMap, already in
+// the Source, changed (every proxy may use it: a DestinationRule from a
+// BackendTLSPolicy applies to sidecars too; only SDS is regenerated), and
+// resyncs the Gateway API controller, whose policy status depends on it.
+func (k *kubeSources) onConfigMapChange(namespace, name string) {
+	s := k.server
+	if s == nil || !k.configMaps.HasSynced() {
+		return
+	}
+	s.log.Debug("configmap ca.crt changed", "namespace", namespace, "name", name)
+	s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger,
+		model.ConfigKey{Kind: model.KindConfigMap, Name: name, Namespace: namespace}))
+	if gw := k.gateway.Load(); gw != nil {
+		gw.Resync()
+	}
 }
 
 // onSecretChange pushes a changed Secret, already in the Source, to the

@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -54,16 +55,25 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 		return fmt.Errorf("gateway api client: %w", err)
 	}
 	var secret func(ns, name string) bool
+	var configMapCA func(ns, name string) error
 	if s.secrets != nil {
 		// Kept current by the Secret informer, which resyncs c
 		// (onSecretChange); without credentials nothing is checked.
 		secret = func(ns, name string) bool {
 			return gateway.CertificateError(s.secrets.Snapshot().Secret(ns, name)) == nil
 		}
+		// And by the ConfigMap informer (onConfigMapChange).
+		configMapCA = func(ns, name string) error {
+			ca, ok := s.secrets.Snapshot().ConfigMapCA(ns, name)
+			if !ok {
+				return errors.New("not found, or without ca.crt")
+			}
+			return gateway.CACertError(map[string]string{gateway.CACertKey: string(ca)}, true)
+		}
 	}
 	c, err := gateway.NewController(gateway.Options{
 		Client: client, Store: k.gatewayStore, OnChange: k.onConfigChange,
-		Service: k.registry.Service, Secret: secret, Namespaces: k.filter.Labels, DomainSuffix: s.opts.Domain,
+		Service: k.registry.Service, Secret: secret, ConfigMapCA: configMapCA, Namespaces: k.filter.Labels, DomainSuffix: s.opts.Domain,
 		QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst, Log: log,
 	})
 	if err != nil {
@@ -138,6 +148,20 @@ func (s *Server) withGatewayAPI(snap *file.Snapshot) ([]model.Config, []string) 
 				}
 				if bad {
 					problems = append(problems, fmt.Sprintf("Gateway %s listener %s: %s %s (%s)", key, l.Name, c.Type, c.Reason, c.Message))
+				}
+			}
+		}
+	}
+	for key, st := range out.ListenerSets {
+		for _, c := range st.Conditions {
+			if c.Type == string(gwv1.ListenerSetConditionAccepted) && c.Status != metav1.ConditionTrue {
+				problems = append(problems, fmt.Sprintf("ListenerSet %s: %s %s (%s)", key, c.Type, c.Reason, c.Message))
+			}
+		}
+		for _, l := range st.Listeners {
+			for _, c := range l.Conditions {
+				if c.Type == string(gwv1.ListenerEntryConditionAccepted) && c.Status != metav1.ConditionTrue {
+					problems = append(problems, fmt.Sprintf("ListenerSet %s listener %s: %s %s (%s)", key, l.Name, c.Type, c.Reason, c.Message))
 				}
 			}
 		}

@@ -30,7 +30,7 @@ import (
 // EXTENSION_CONFIG ones served by ECDS), which report skipped patches in the
 // log and pilot_envoy_filter_status.
 func generatorTable(log *slog.Logger, metrics *monitoring.Metrics) (xds.GeneratorTable, error) {
-	sds := secret.Generator{Logger: log.With("generator", "sds")}
+	sds := secret.Generator{Logger: log.With("generator", "sds"), CAs: secret.NewCACache()}
 	ef := envoyfilter.Reporter{Log: log.With("component", "envoyfilter")}
 	if metrics != nil {
 		ef.Status = metrics.RecordEnvoyFilterStatus

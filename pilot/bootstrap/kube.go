@@ -46,7 +46,9 @@ type kubeSources struct {
 	// secrets feed Gateway credentialNames and access decides their
 	// cross-namespace reads; both nil when turned off (credentials.go).
 	secrets *secrets.Kube
-	access  *credentialaccess.Cache
+	// configMaps feed BackendTLSPolicy CAs (ca.crt only) with secrets.
+	configMaps *secrets.ConfigMaps
+	access     *credentialaccess.Cache
 	// server receives the changes; set by bind before Start.
 	server *Server
 	// istio is the Istio clientset; statusWriter writes config status

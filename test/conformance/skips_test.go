@@ -58,6 +58,16 @@ var noTraffic = map[string]string{
 	"HTTPRouteInvalidReferenceGrant":                    reqTraffic,
 	"HTTPRoutePartiallyInvalidViaInvalidReferenceGrant": reqTraffic,
 	"HTTPRouteReferenceGrant":                           reqTraffic,
+	"BackendTLSPolicy":                                  reqTraffic,
+	"BackendTLSPolicyConflictResolution":                reqTraffic,
+	"BackendTLSPolicyInvalidCACertificateRef":           reqTraffic,
+	"BackendTLSPolicyInvalidKind":                       reqTraffic,
+	"BackendTLSPolicySANValidation":                     reqTraffic,
+	// ListenerSet: status checks, then requests.
+	"ListenerSetAllowedRoutesNamespaces":          reqTraffic,
+	"ListenerSetDualParentRefIndependence":        reqTraffic,
+	"ListenerSetGatewayParentSectionNameNotFound": reqTraffic,
+	"ListenerSetHTTPRouting":                      reqTraffic,
 	// GATEWAY-GRPC: status checks, then RPCs through the suite's gRPC
 	// client.
 	"GRPCExactMethodMatching":           reqGRPC,
@@ -119,6 +129,15 @@ func dialSkipPattern() string {
 		}
 	}
 	return strings.Join(alts, "|")
+}
+
+// requestsLast names the tests of noTraffic that send their requests from
+// the test itself, not a subtest, after all their status checks (read in
+// the suite's source): run apart, the test ends skipped at its first
+// request, its status checks all passed.
+var requestsLast = map[string]bool{
+	"ListenerSetGatewayParentSectionNameNotFound":  true,
+	"HTTPRouteRequestHeaderModifierBackendWeights": true,
 }
 
 const (

@@ -127,8 +127,8 @@ func statusWriteAccess() []access {
 // gatewayAPIAccess is what pilot/config/gateway's controller uses: it
 // watches the Gateway API kinds and writes their status.
 var gatewayAPIAccess = []grant{
-	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes", "referencegrants"}, []string{"get", "list", "watch"}},
-	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status", "tcproutes/status", "udproutes/status"}, []string{"update"}},
+	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes", "referencegrants", "listenersets", "backendtlspolicies"}, []string{"get", "list", "watch"}},
+	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status", "tcproutes/status", "udproutes/status", "listenersets/status", "backendtlspolicies/status"}, []string{"update"}},
 	// pilot/config/gateway/deploy: each Gateway's ServiceAccount,
 	// Deployment, Service, HPA and PDB, server-side applied and deleted
 	// with it.

@@ -151,6 +151,8 @@ func newKubeObject(apiVersion, kind string) (metav1.Object, bool) {
 			return &gwv1.UDPRoute{}, true
 		case gateway.KindReferenceGrant:
 			return &gwv1.ReferenceGrant{}, true
+		case gateway.KindListenerSet:
+			return &gwv1.ListenerSet{}, true
 		}
 	}
 	return nil, false

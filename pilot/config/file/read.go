@@ -410,6 +410,8 @@ func (r *read) finish() *Snapshot {
 			s.GatewayAPI.UDPRoutes = append(s.GatewayAPI.UDPRoutes, obj)
 		case *gwv1.ReferenceGrant:
 			s.GatewayAPI.ReferenceGrants = append(s.GatewayAPI.ReferenceGrants, obj)
+		case *gwv1.ListenerSet:
+			s.GatewayAPI.ListenerSets = append(s.GatewayAPI.ListenerSets, obj)
 		}
 	}
 	slices.SortFunc(fresh, compareObjects)
@@ -446,6 +448,7 @@ func (r *read) finish() *Snapshot {
 	sortKube(s.GatewayAPI.TCPRoutes)
 	sortKube(s.GatewayAPI.UDPRoutes)
 	sortKube(s.GatewayAPI.ReferenceGrants)
+	sortKube(s.GatewayAPI.ListenerSets)
 	slices.SortStableFunc(s.Errors, func(a, b *DocError) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Index, b.Index))
 	})

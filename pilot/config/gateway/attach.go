@@ -61,18 +61,33 @@ func (t *translator) attachRoute(r *route, order int, resolved, accepted metav1.
 			parents = append(parents, gwv1.RouteParentStatus{ParentRef: ref, ControllerName: ControllerName, Conditions: []metav1.Condition{acc, resolved}})
 			continue
 		}
-		if string(deref(ref.Group, Group)) != Group || string(deref(ref.Kind, KindGateway)) != KindGateway {
+		if string(deref(ref.Group, Group)) != Group {
 			continue
 		}
 		key := types.NamespacedName{Namespace: string(deref(ref.Namespace, gwv1.Namespace(r.Namespace))), Name: string(ref.Name)}
-		gw, ok := t.gateways[key]
-		if !ok {
+		var listeners []*listener
+		switch string(deref(ref.Kind, KindGateway)) {
+		case KindGateway:
+			gw, ok := t.gateways[key]
+			if !ok {
+				continue
+			}
+			// A Gateway parent takes its own listeners only, not its
+			// ListenerSets'.
+			listeners = gw.listeners
+		case KindListenerSet:
+			set, ok := t.listenerSets[key]
+			if !ok {
+				continue
+			}
+			listeners = set.listeners
+		default:
 			continue
 		}
 		acc := accepted
 		if acc.Status == metav1.ConditionTrue {
 			var atts []attachment
-			acc, atts = t.attachToGateway(r, ref, gw, gen)
+			acc, atts = t.attachToListeners(r, ref, listeners, gen)
 			for i := range atts {
 				atts[i].order = order
 			}
@@ -89,14 +104,14 @@ func (t *translator) attachRoute(r *route, order int, resolved, accepted metav1.
 	return parents, out
 }
 
-// attachToGateway attaches r through one parentRef to gw's listeners and
-// says why it is not accepted when none takes it: NoMatchingParent (no
+// attachToListeners attaches r through one parentRef to the listeners of
+// its parent (a Gateway or a ListenerSet) and says why it is not accepted when none takes it: NoMatchingParent (no
 // listener of that sectionName or port), NotAllowedByListeners or
 // NoMatchingListenerHostname.
-func (t *translator) attachToGateway(r *route, ref gwv1.ParentReference, gw *gatewayState, gen int64) (metav1.Condition, []attachment) {
+func (t *translator) attachToListeners(r *route, ref gwv1.ParentReference, listeners []*listener, gen int64) (metav1.Condition, []attachment) {
 	var out []attachment
 	matched, allowed, attached := false, false, false
-	for _, l := range gw.listeners {
+	for _, l := range listeners {
 		if ref.SectionName != nil && *ref.SectionName != l.spec.Name {
 			continue
 		}
@@ -136,7 +151,7 @@ func (t *translator) attachToGateway(r *route, ref gwv1.ParentReference, gw *gat
 }
 
 func describeRef(ref gwv1.ParentReference) string {
-	s := "Gateway " + string(ref.Name)
+	s := string(deref(ref.Kind, KindGateway)) + " " + string(ref.Name)
 	if ref.SectionName != nil {
 		s += " listener " + string(*ref.SectionName)
 	}

@@ -209,3 +209,59 @@ func BenchmarkTranslate1000GRPCRoutes(b *testing.B) {
 		}
 	}
 }
+
+// backendTLSInput is routesInput(n) with each route sending to its own
+// Service svcI, and, with policies, one BackendTLSPolicy per Service whose
+// CA is ConfigMap ca (a real PEM certificate, checked as bootstrap checks
+// it: parsed each translation).
+func backendTLSInput(b *testing.B, n int, policies bool) gateway.Input {
+	in := routesInput(n)
+	svcs := map[string]*model.Service{}
+	for i, r := range in.HTTPRoutes {
+		name := fmt.Sprintf("svc%d", i)
+		r.Spec.Rules[0].BackendRefs[0].Name = gwv1.ObjectName(name)
+		svc := nt.KubeService(name, "default", fmt.Sprintf("10.1.%d.%d", i/256, i%256), model.Port{Name: "http", Port: 8080})
+		svcs[svc.Hostname] = svc
+		if !policies {
+			continue
+		}
+		in.BackendTLSPolicies = append(in.BackendTLSPolicies, &gwv1.BackendTLSPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: gwv1.BackendTLSPolicySpec{
+				TargetRefs: []gwv1.LocalPolicyTargetReferenceWithSectionName{{LocalPolicyTargetReference: gwv1.LocalPolicyTargetReference{Kind: "Service", Name: gwv1.ObjectName(name)}}},
+				Validation: gwv1.BackendTLSPolicyValidation{
+					Hostname:          gwv1.PreciseHostname(name + ".example.com"),
+					CACertificateRefs: []gwv1.LocalObjectReference{{Kind: "ConfigMap", Name: "ca"}},
+					SubjectAltNames:   []gwv1.SubjectAltName{{Type: gwv1.HostnameSubjectAltNameType, Hostname: gwv1.Hostname(name + ".example.com")}},
+				},
+			},
+		})
+	}
+	in.Service = func(h string) *model.Service { return svcs[h] }
+	ca := map[string]string{"ca.crt": testCAPEM(b)}
+	in.ConfigMapCA = func(ns, name string) error {
+		if ns == "default" && name == "ca" {
+			return gateway.CACertError(ca, true)
+		}
+		return gateway.CACertError(nil, false)
+	}
+	return in
+}
+
+// BenchmarkTranslate1000RoutesBackendTLS is one translation of 1,000
+// HTTPRoutes to 1,000 Services, without and with a BackendTLSPolicy on
+// each Service (1,000 DestinationRules and policy statuses more).
+func BenchmarkTranslate1000RoutesBackendTLS(b *testing.B) {
+	for _, policies := range []bool{false, true} {
+		b.Run(fmt.Sprintf("policies=%t", policies), func(b *testing.B) {
+			in := backendTLSInput(b, 1000, policies)
+			b.ReportAllocs()
+			for b.Loop() {
+				out := gateway.Translate(in)
+				if policies && len(out.BackendTLSPolicies) != 1000 {
+					b.Fatalf("%d policies with status", len(out.BackendTLSPolicies))
+				}
+			}
+		})
+	}
+}

@@ -41,8 +41,11 @@ type Options struct {
 	// Service, Secret and Namespaces are Input's lookups (backendRefs and
 	// addresses, certificateRefs, allowedRoutes selectors); Resync after
 	// what they see changed.
-	Service      func(hostname string) *model.Service
-	Secret       func(namespace, name string) bool
+	Service func(hostname string) *model.Service
+	Secret  func(namespace, name string) bool
+	// ConfigMapCA is Input's check of a BackendTLSPolicy's CA ConfigMap;
+	// Resync after a ConfigMap changed.
+	ConfigMapCA  func(namespace, name string) error
 	Namespaces   func(name string) map[string]string
 	DomainSuffix string
 	// QPS and Burst bound status writes; zero takes the defaults.
@@ -52,8 +55,8 @@ type Options struct {
 }
 
 // Controller watches GatewayClasses, Gateways, HTTPRoutes and
-// ReferenceGrants (v1), and GRPCRoutes, TLSRoutes, TCPRoutes and UDPRoutes
-// (v1) when the cluster serves them, keeps their translation in Store, and
+// ReferenceGrants (v1), and GRPCRoutes, TLSRoutes, TCPRoutes, UDPRoutes and
+// ListenerSets and BackendTLSPolicies (v1) when the cluster serves them, keeps their translation in Store, and
 // writes their status while WriteStatus runs (on the leader).
 type Controller struct {
 	opts     Options
@@ -64,13 +67,16 @@ type Controller struct {
 	grants   gwlisters.ReferenceGrantLister
 	// The optional route kinds' listers, nil when not served; set by Run
 	// before ready is closed.
-	grpcRoutes gwlisters.GRPCRouteLister
-	tlsRoutes  gwlisters.TLSRouteLister
-	tcpRoutes  gwlisters.TCPRouteLister
-	udpRoutes  gwlisters.UDPRouteLister
-	handler    cache.ResourceEventHandler
-	synced     []cache.InformerSynced
-	limiter    *rate.Limiter
+	grpcRoutes  gwlisters.GRPCRouteLister
+	tlsRoutes   gwlisters.TLSRouteLister
+	tcpRoutes   gwlisters.TCPRouteLister
+	udpRoutes   gwlisters.UDPRouteLister
+	tlsPolicies gwlisters.BackendTLSPolicyLister
+	// listenerSets is nil when the cluster does not serve ListenerSet.
+	listenerSets gwlisters.ListenerSetLister
+	handler      cache.ResourceEventHandler
+	synced       []cache.InformerSynced
+	limiter      *rate.Limiter
 
 	// kick asks for a translation; statusKick for a status pass.
 	kick, statusKick chan struct{}
@@ -131,8 +137,8 @@ func (c *Controller) watch(inf cache.SharedIndexInformer) error {
 	return nil
 }
 
-// watchOptionalKinds watches the route kinds of v1 beyond HTTPRoute that
-// the cluster serves (older CRD bundles lack some, and an informer of a
+// watchOptionalKinds watches the route kinds of v1 beyond HTTPRoute,
+// ListenerSet and BackendTLSPolicy, that the cluster serves (older CRD bundles lack some, and an informer of a
 // kind not served would never sync).
 func (c *Controller) watchOptionalKinds() error {
 	served := map[string]bool{}
@@ -159,8 +165,10 @@ func (c *Controller) watchOptionalKinds() error {
 		add(KindTLSRoute, v1.TLSRoutes().Informer(), func() { c.tlsRoutes = v1.TLSRoutes().Lister() }),
 		add(KindTCPRoute, v1.TCPRoutes().Informer(), func() { c.tcpRoutes = v1.TCPRoutes().Lister() }),
 		add(KindUDPRoute, v1.UDPRoutes().Informer(), func() { c.udpRoutes = v1.UDPRoutes().Lister() }),
+		add(KindBackendTLSPolicy, v1.BackendTLSPolicies().Informer(), func() { c.tlsPolicies = v1.BackendTLSPolicies().Lister() }),
+		add(KindListenerSet, v1.ListenerSets().Informer(), func() { c.listenerSets = v1.ListenerSets().Lister() }),
 	}
-	c.opts.Log.Info("gateway api: route kinds watched besides HTTPRoute", "kinds", watched)
+	c.opts.Log.Info("gateway api: optional kinds watched", "kinds", watched)
 	return errors.Join(errs...)
 }
 
@@ -208,7 +216,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // input lists the objects from the informers' caches.
 func (c *Controller) input() (Input, error) {
-	in := Input{Service: c.opts.Service, Secret: c.opts.Secret, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
+	in := Input{Service: c.opts.Service, Secret: c.opts.Secret, ConfigMapCA: c.opts.ConfigMapCA, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
 	var err error
 	all := labels.Everything()
 	if in.GatewayClasses, err = c.classes.List(all); err != nil {
@@ -240,6 +248,16 @@ func (c *Controller) input() (Input, error) {
 	}
 	if c.udpRoutes != nil {
 		if in.UDPRoutes, err = c.udpRoutes.List(all); err != nil {
+			return in, err
+		}
+	}
+	if c.tlsPolicies != nil {
+		if in.BackendTLSPolicies, err = c.tlsPolicies.List(all); err != nil {
+			return in, err
+		}
+	}
+	if c.listenerSets != nil {
+		if in.ListenerSets, err = c.listenerSets.List(all); err != nil {
 			return in, err
 		}
 	}

@@ -26,8 +26,9 @@ import (
 
 // startController runs a controller and its status writer against a real
 // API server with the chart's Gateway API CRDs; Service "web" (port 8080)
-// of namespace default is the only backend that exists.
-func startController(t *testing.T) (gwclient.Interface, *memory.Store, *kubetest.Env) {
+// of namespace default is the only backend that exists. configure may
+// change the options first.
+func startController(t *testing.T, configure ...func(*gateway.Options, *kubetest.Env)) (gwclient.Interface, *memory.Store, *kubetest.Env) {
 	t.Helper()
 	env := kubetest.Start(t)
 	crds := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "gateway-api-standard.gen.yaml")
@@ -41,10 +42,14 @@ func startController(t *testing.T) (gwclient.Interface, *memory.Store, *kubetest
 	web := nt.KubeService("web", "default", "10.0.0.80", model.Port{Name: "http", Port: 8080})
 	store := memory.New()
 	var logs testutil.Buffer
-	c, err := gateway.NewController(gateway.Options{
+	opts := gateway.Options{
 		Client: client, Store: store, Service: serviceLookup([]*model.Service{web}),
 		Log: slog.New(slog.NewTextHandler(&logs, nil)),
-	})
+	}
+	for _, f := range configure {
+		f(&opts, env)
+	}
+	c, err := gateway.NewController(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func l4Kind(kind string) bool {
 
 // Decode adds the object of one YAML or JSON document of a Gateway API
 // kind (GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute,
-// UDPRoute, ReferenceGrant; v1, or the same kinds' v1beta1 and, for
+// UDPRoute, ReferenceGrant, BackendTLSPolicy, ListenerSet; v1, or the same kinds' v1beta1 and, for
 // TLSRoute, TCPRoute and UDPRoute, v1alpha2, which have the same schema)
 // to in, decoding strictly:
 // unknown fields are errors. Namespaced objects without a namespace get
@@ -65,8 +65,12 @@ func (in *Input) Decode(doc []byte, defaultNS string) error {
 		err = decodeInto(doc, defaultNS, &in.UDPRoutes)
 	case KindReferenceGrant:
 		err = decodeInto(doc, defaultNS, &in.ReferenceGrants)
+	case KindBackendTLSPolicy:
+		err = decodeInto(doc, defaultNS, &in.BackendTLSPolicies)
+	case KindListenerSet:
+		err = decodeInto(doc, defaultNS, &in.ListenerSets)
 	default:
-		return fmt.Errorf("gateway api: kind %q is not read (GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, ReferenceGrant are)", hdr.Kind)
+		return fmt.Errorf("gateway api: kind %q is not read (GatewayClass, Gateway, HTTPRoute, GRPCRoute, TLSRoute, TCPRoute, UDPRoute, ReferenceGrant, BackendTLSPolicy, ListenerSet are)", hdr.Kind)
 	}
 	if err != nil {
 		return fmt.Errorf("gateway api: %s: %w", hdr.Kind, err)

@@ -22,7 +22,13 @@ type listener struct {
 	valid bool
 	// internal is the name of the Istio Gateway holding its server.
 	internal string
-	status   *gwv1.ListenerStatus
+	// namespace is the namespace of the object declaring the listener
+	// (allowedRoutes from Same): the Gateway's or a ListenerSet's.
+	namespace string
+	status    *gwv1.ListenerStatus
+	// set is the ListenerSet declaring the listener, nil for the
+	// Gateway's own.
+	set *gwv1.ListenerSet
 	// passthrough: a TLS listener in Passthrough mode, whose routes
 	// match by SNI (Istio tls routes); other TLS and TCP listeners take
 	// tcp routes.
@@ -40,9 +46,18 @@ func (l *listener) hostname() string {
 
 // gatewayState is a Gateway of ours during translation.
 type gatewayState struct {
-	gw        *gwv1.Gateway
+	gw *gwv1.Gateway
+	// listeners are the Gateway's own; its ListenerSets' are in
+	// translator.listenerSets.
 	listeners []*listener
 	status    *gwv1.GatewayStatus
+	// claimed are the accepted listeners, own and of ListenerSets, in
+	// precedence order: a ListenerSet's listener conflicting with one is
+	// rejected. served counts them (MaxListenersPerGateway).
+	claimed []*listener
+	served  int
+	// attachedSets counts the accepted ListenerSets.
+	attachedSets int32
 }
 
 // internalName names the Istio Gateway of a listener as istiod does.
@@ -52,6 +67,7 @@ func internalName(gw, listener string) string {
 
 // buildGateway checks gw's listeners, computes their status but
 // attachedRoutes, and returns the Istio Gateway of each valid listener.
+// ListenerSets are merged in later (attachListenerSets).
 func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Config) {
 	st := &gatewayState{gw: gw, status: &gwv1.GatewayStatus{}}
 	gen := gw.Generation
@@ -60,59 +76,20 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 	valid := 0
 	for i := range gw.Spec.Listeners {
 		ls := &gw.Spec.Listeners[i]
-		l := &listener{gw: gw, spec: ls, internal: internalName(gw.Name, string(ls.Name))}
-		lst := &gwv1.ListenerStatus{Name: ls.Name}
-		accepted := cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen)
-		resolved := cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
-		conflicted := cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen)
+		chk := listenerCheck{owner: owner{kind: KindGateway, namespace: gw.Namespace, gen: gen}}
 		if reason, ok := conflicts[ls.Name]; ok {
-			conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(reason), "another listener of this Gateway uses the same port", gen)
-		}
-		var tls *networking.ServerTLSSettings
-		switch ls.Protocol {
-		case gwv1.HTTPProtocolType:
-		case gwv1.TCPProtocolType:
-		case gwv1.TLSProtocolType:
-			if ls.TLS != nil && deref(ls.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModePassthrough {
-				l.passthrough = true
-				tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}
-				break
-			}
-			fallthrough
-		case gwv1.HTTPSProtocolType:
-			var reason gwv1.ListenerConditionReason
-			var msg string
-			tls, reason, msg = t.listenerTLS(gw, ls)
-			if tls == nil {
-				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(reason), msg, gen)
-			}
-		default:
-			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
-				fmt.Sprintf("protocol %s is not supported", ls.Protocol), gen)
+			chk.conflict, chk.conflictMsg = reason, "another listener of this Gateway uses the same port"
 		}
 		if i := slices.IndexFunc(gw.Spec.Listeners, func(o gwv1.Listener) bool { return mixedTLSModes(ls, &o) }); i >= 0 {
-			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonProtocolConflict),
-				fmt.Sprintf("listener %s uses port %d in another TLS mode", gw.Spec.Listeners[i].Name, ls.Port), gen)
+			chk.reject = ptr(cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonProtocolConflict),
+				fmt.Sprintf("listener %s uses port %d in another TLS mode", gw.Spec.Listeners[i].Name, ls.Port), gen))
 		}
-		kinds, badKinds := supportedKinds(ls)
-		if accepted.Status == metav1.ConditionFalse {
-			// No route kind attaches to a listener not served.
-			kinds, badKinds = []gwv1.RouteGroupKind{}, ""
-		}
-		lst.SupportedKinds = kinds
-		if badKinds != "" && resolved.Status == metav1.ConditionTrue {
-			resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
-				"route kinds not supported: "+badKinds, gen)
-		}
-		l.valid = accepted.Status == metav1.ConditionTrue && resolved.Status == metav1.ConditionTrue &&
-			conflicted.Status == metav1.ConditionFalse
-		programmed := cond(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", gen)
-		if !l.valid {
-			programmed = cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not valid", gen)
-		}
-		lst.Conditions = []metav1.Condition{accepted, programmed, resolved, conflicted}
-		l.status = lst
+		l, tls := t.checkListener(chk, gw, ls, internalName(gw.Name, string(ls.Name)))
 		st.listeners = append(st.listeners, l)
+		if l.status.Conditions[0].Status == metav1.ConditionTrue {
+			st.claimed = append(st.claimed, l)
+			st.served++
+		}
 		if !l.valid {
 			continue
 		}
@@ -137,6 +114,94 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 			fmt.Sprintf("no address: Service %s-%s not found", gw.Name, gw.Spec.GatewayClassName), gen))
 	}
 	return st, out
+}
+
+// owner is the object a listener is declared in: its Gateway or a
+// ListenerSet.
+type owner struct {
+	kind, namespace, name string
+	gen                   int64
+}
+
+// listenerCheck is what checkListener is told of a listener's place among
+// the others.
+type listenerCheck struct {
+	owner owner
+	// conflict is set when the listener conflicts with another one.
+	conflict    gwv1.ListenerConditionReason
+	conflictMsg string
+	// rejectConflict: the conflict makes the listener Accepted=False (a
+	// ListenerSet's listener losing to one of higher precedence); a
+	// Gateway's own conflicting listeners stay Accepted but not Programmed.
+	rejectConflict bool
+	// reject, when set, is an Accepted=False condition for another reason.
+	reject *metav1.Condition
+}
+
+// checkListener computes a listener's status but attachedRoutes, and the
+// TLS settings of its server.
+func (t *translator) checkListener(chk listenerCheck, gw *gwv1.Gateway, ls *gwv1.Listener, internal string) (*listener, *networking.ServerTLSSettings) {
+	gen := chk.owner.gen
+	l := &listener{gw: gw, spec: ls, internal: internal, namespace: chk.owner.namespace}
+	lst := &gwv1.ListenerStatus{Name: ls.Name}
+	accepted := cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen)
+	resolved := cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
+	conflicted := cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen)
+	if chk.conflict != "" {
+		conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(chk.conflict), chk.conflictMsg, gen)
+	}
+	var tls *networking.ServerTLSSettings
+	switch ls.Protocol {
+	case gwv1.HTTPProtocolType:
+	case gwv1.TCPProtocolType:
+	case gwv1.TLSProtocolType:
+		if ls.TLS != nil && deref(ls.TLS.Mode, gwv1.TLSModeTerminate) == gwv1.TLSModePassthrough {
+			l.passthrough = true
+			tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}
+			break
+		}
+		fallthrough
+	case gwv1.HTTPSProtocolType:
+		var reason gwv1.ListenerConditionReason
+		var msg string
+		tls, reason, msg = t.listenerTLS(chk.owner, gw, ls)
+		if tls == nil {
+			resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(reason), msg, gen)
+		}
+	default:
+		accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
+			fmt.Sprintf("protocol %s is not supported", ls.Protocol), gen)
+	}
+	if chk.reject != nil {
+		accepted = *chk.reject
+	}
+	if chk.conflict != "" && chk.rejectConflict {
+		accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(chk.conflict), chk.conflictMsg, gen)
+	}
+	kinds, badKinds := supportedKinds(ls)
+	if accepted.Status == metav1.ConditionFalse {
+		// No route kind attaches to a listener not served.
+		kinds, badKinds = []gwv1.RouteGroupKind{}, ""
+	}
+	lst.SupportedKinds = kinds
+	if badKinds != "" && resolved.Status == metav1.ConditionTrue {
+		resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, string(gwv1.ListenerReasonInvalidRouteKinds),
+			"route kinds not supported: "+badKinds, gen)
+	}
+	l.valid = accepted.Status == metav1.ConditionTrue && resolved.Status == metav1.ConditionTrue &&
+		conflicted.Status == metav1.ConditionFalse
+	programmed := cond(string(gwv1.ListenerConditionProgrammed), true, string(gwv1.ListenerReasonProgrammed), "", gen)
+	switch {
+	case l.valid:
+	case accepted.Status == metav1.ConditionFalse && chk.owner.kind == KindListenerSet:
+		// A ListenerSet's rejected listener says why in Programmed too.
+		programmed = cond(string(gwv1.ListenerConditionProgrammed), false, accepted.Reason, accepted.Message, gen)
+	default:
+		programmed = cond(string(gwv1.ListenerConditionProgrammed), false, string(gwv1.ListenerReasonInvalid), "the listener is not valid", gen)
+	}
+	lst.Conditions = []metav1.Condition{accepted, programmed, resolved, conflicted}
+	l.status = lst
+	return l, tls
 }
 
 // internalGateway is the Istio Gateway of a valid listener: one server,
@@ -165,10 +230,11 @@ func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSetti
 }
 
 // listenerTLS returns the TLS settings of an HTTPS or TLS Terminate listener, or why there
-// are none: its first certificateRef (a Secret of the Gateway's namespace,
-// or of another one a ReferenceGrant opens) becomes the credentialName
-// served by SDS.
-func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networking.ServerTLSSettings, gwv1.ListenerConditionReason, string) {
+// are none: its first certificateRef (a Secret of the namespace of the
+// listener's owner o, or of another one a ReferenceGrant opens to o's kind)
+// becomes the credentialName served by SDS (relative to gw's namespace,
+// where the proxies run).
+func (t *translator) listenerTLS(o owner, gw *gwv1.Gateway, ls *gwv1.Listener) (*networking.ServerTLSSettings, gwv1.ListenerConditionReason, string) {
 	if ls.TLS == nil {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, "no tls settings: terminating TLS needs certificateRefs"
 	}
@@ -183,9 +249,9 @@ func (t *translator) listenerTLS(gw *gwv1.Gateway, ls *gwv1.Listener) (*networki
 	if group != "" || kind != kindSecret {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("certificateRef %s/%s is not a Secret", group, kind)
 	}
-	ns := string(deref(ref.Namespace, gwv1.Namespace(gw.Namespace)))
-	if !t.grants.allows(objRef{Group, KindGateway, gw.Namespace, ""}, objRef{"", kindSecret, ns, string(ref.Name)}) {
-		return nil, gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows Gateways of %s to refer to Secret %s", ns, gw.Namespace, ref.Name)
+	ns := string(deref(ref.Namespace, gwv1.Namespace(o.namespace)))
+	if !t.grants.allows(objRef{Group, o.kind, o.namespace, ""}, objRef{"", kindSecret, ns, string(ref.Name)}) {
+		return nil, gwv1.ListenerReasonRefNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows %ss of %s to refer to Secret %s", ns, o.kind, o.namespace, ref.Name)
 	}
 	if t.in.Secret != nil && !t.in.Secret(ns, string(ref.Name)) {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s not found or not a valid certificate and key", ns, ref.Name)
@@ -241,7 +307,8 @@ func supportedKinds(ls *gwv1.Listener) ([]gwv1.RouteGroupKind, string) {
 
 // listenerConflicts finds listeners sharing a port: with different
 // protocols they are ProtocolConflict, with the same protocol and hostname
-// HostnameConflict.
+// HostnameConflict (TCP and UDP listeners ignore hostname: two of one port
+// always conflict).
 func listenerConflicts(ls []gwv1.Listener) map[gwv1.SectionName]gwv1.ListenerConditionReason {
 	out := map[gwv1.SectionName]gwv1.ListenerConditionReason{}
 	for i := range ls {
@@ -251,7 +318,7 @@ func listenerConflicts(ls []gwv1.Listener) map[gwv1.SectionName]gwv1.ListenerCon
 			}
 			if ls[i].Protocol != ls[j].Protocol || mixedTLSModes(&ls[i], &ls[j]) {
 				out[ls[i].Name] = gwv1.ListenerReasonProtocolConflict
-			} else if deref(ls[i].Hostname, "") == deref(ls[j].Hostname, "") {
+			} else if conflictHostname(&ls[i]) == conflictHostname(&ls[j]) {
 				if _, ok := out[ls[i].Name]; !ok {
 					out[ls[i].Name] = gwv1.ListenerReasonHostnameConflict
 				}
@@ -259,6 +326,15 @@ func listenerConflicts(ls []gwv1.Listener) map[gwv1.SectionName]gwv1.ListenerCon
 		}
 	}
 	return out
+}
+
+// conflictHostname is the hostname conflicts compare: "" when unset and
+// for TCP and UDP listeners, which ignore it.
+func conflictHostname(l *gwv1.Listener) gwv1.Hostname {
+	if l.Protocol == gwv1.TCPProtocolType || l.Protocol == gwv1.UDPProtocolType {
+		return ""
+	}
+	return deref(l.Hostname, "")
 }
 
 // mixedTLSModes reports whether a and b are TLS listeners of one port, one
@@ -322,7 +398,7 @@ func (l *listener) allowsRoute(ns string, nsLabels func(string) map[string]strin
 	case gwv1.NamespacesFromAll:
 		return true
 	case gwv1.NamespacesFromSame:
-		return ns == l.gw.Namespace
+		return ns == l.namespace
 	case gwv1.NamespacesFromSelector:
 		s, err := metav1.LabelSelectorAsSelector(sel)
 		if err != nil || sel == nil {

@@ -121,6 +121,7 @@ func TestGolden(t *testing.T) {
 			mesh := nt.Bookinfo(t)
 			in := readInput(t, path)
 			in.Service = serviceLookup(mesh.Services)
+			in.ConfigMapCA = configMapCA
 			res := gateway.Translate(in)
 			mesh.Configs = append(mesh.Configs, res.Configs...)
 			got := generate(t, gatewayProxy("default", "bookinfo"), mesh.PushContext())
@@ -153,7 +154,8 @@ func TestGolden(t *testing.T) {
 			status, err := sigsyaml.Marshal(map[string]any{
 				"gatewayClasses": res.GatewayClasses, "gateways": byString(res.Gateways), "httpRoutes": byString(res.HTTPRoutes),
 				"grpcRoutes": byString(res.GRPCRoutes), "tlsRoutes": byString(res.TLSRoutes), "tcpRoutes": byString(res.TCPRoutes),
-				"udpRoutes": byString(res.UDPRoutes),
+				"udpRoutes": byString(res.UDPRoutes), "backendTLSPolicies": byString(res.BackendTLSPolicies),
+				"listenerSets": byString(res.ListenerSets),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -161,6 +163,15 @@ func TestGolden(t *testing.T) {
 			set.Bytes(t, name+".status.yaml", status)
 		})
 	}
+}
+
+// configMapCA is Input.ConfigMapCA of the golden tests: ConfigMap
+// default/backend-ca holds a valid ca.crt, no other exists.
+func configMapCA(ns, name string) error {
+	if ns == "default" && name == "backend-ca" {
+		return nil
+	}
+	return gateway.CACertError(nil, false)
 }
 
 // byString keys m by "namespace/name" (YAML needs string keys).

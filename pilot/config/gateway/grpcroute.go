@@ -50,31 +50,9 @@ func (t *translator) grpcRules(r *gwv1.GRPCRoute) (rules []rule, resolved, accep
 				unsupported(fmt.Sprintf("rules[%d]: %s", ri, msg))
 			}
 		}
-		for bi, b := range rl.BackendRefs {
-			dest, reason, msg := t.backendFor(KindGRPCRoute, b.BackendObjectReference, r.Namespace)
-			if dest == nil {
-				unresolved(reason, fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
-				continue
-			}
-			w := deref(b.Weight, 1)
-			if w == 0 {
-				continue
-			}
-			rd := &networking.HTTPRouteDestination{Destination: dest, Weight: w}
-			for _, f := range b.Filters {
-				if msg := backendFilter(rd, gwv1.HTTPRouteFilter{
-					Type:                   gwv1.HTTPRouteFilterType(f.Type),
-					RequestHeaderModifier:  f.RequestHeaderModifier,
-					ResponseHeaderModifier: f.ResponseHeaderModifier,
-				}); msg != "" {
-					unsupported(fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
-				}
-			}
-			base.Route = append(base.Route, rd)
-		}
-		if len(base.Route) == 0 {
-			base.DirectResponse = &networking.HTTPDirectResponse{Status: 500}
-		}
+		t.destinations(base, KindGRPCRoute, r.Namespace, ri, len(rl.BackendRefs), func(i int) (gwv1.BackendRef, []gwv1.HTTPRouteFilter) {
+			return rl.BackendRefs[i].BackendRef, httpFilters(rl.BackendRefs[i].Filters)
+		}, rc)
 		matches := rl.Matches
 		if len(matches) == 0 {
 			matches = []gwv1.GRPCRouteMatch{{}}
@@ -93,6 +71,24 @@ func (t *translator) grpcRules(r *gwv1.GRPCRoute) (rules []rule, resolved, accep
 		}
 	}
 	return rules, rc.resolved, rc.accepted
+}
+
+// httpFilters gives GRPCRoute backend filters as the HTTPRoute filters
+// of the same type and fields (the header modifiers; others carry no
+// HTTPRoute field and are refused as unsupported by backendFilter).
+func httpFilters(fs []gwv1.GRPCRouteFilter) []gwv1.HTTPRouteFilter {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]gwv1.HTTPRouteFilter, len(fs))
+	for i, f := range fs {
+		out[i] = gwv1.HTTPRouteFilter{
+			Type:                   gwv1.HTTPRouteFilterType(f.Type),
+			RequestHeaderModifier:  f.RequestHeaderModifier,
+			ResponseHeaderModifier: f.ResponseHeaderModifier,
+		}
+	}
+	return out
 }
 
 // grpcMatch is the Istio match of a GRPCRoute match and its precedence

@@ -44,6 +44,10 @@ type Input struct {
 	TCPRoutes       []*gwv1.TCPRoute
 	UDPRoutes       []*gwv1.UDPRoute
 	ReferenceGrants []*gwv1.ReferenceGrant
+	// BackendTLSPolicies make the upstream connections to their target
+	// Services TLS (backendtls.go).
+	BackendTLSPolicies []*gwv1.BackendTLSPolicy
+	ListenerSets       []*gwv1.ListenerSet
 	// Namespaces gives a namespace's labels (allowedRoutes selectors);
 	// nil: namespaces have no labels but kubernetes.io/metadata.name.
 	Namespaces func(name string) map[string]string
@@ -52,6 +56,10 @@ type Input struct {
 	// Secret reports whether a Secret exists and holds a usable certificate
 	// (certificateRefs; see CertificateError); nil: not checked.
 	Secret func(namespace, name string) bool
+	// ConfigMapCA says why ConfigMap namespace/name cannot be a
+	// BackendTLSPolicy's CA, nil if it can (see CACertError); nil: not
+	// checked.
+	ConfigMapCA func(namespace, name string) error
 	// DomainSuffix is the cluster domain; "" is cluster.local.
 	DomainSuffix string
 }

@@ -88,29 +88,9 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 			}
 		}
 		if !redirect {
-			for bi, b := range rl.BackendRefs {
-				dest, reason, msg := t.backend(b.BackendObjectReference, r.Namespace)
-				if dest == nil {
-					unresolved(reason, fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
-					continue
-				}
-				w := deref(b.Weight, 1)
-				if w == 0 {
-					continue
-				}
-				rd := &networking.HTTPRouteDestination{Destination: dest, Weight: w}
-				for _, f := range b.Filters {
-					if msg := backendFilter(rd, f); msg != "" {
-						unsupported(fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
-					}
-				}
-				base.Route = append(base.Route, rd)
-			}
-			if len(base.Route) == 0 {
-				// No backend to send to (none given, none valid, all
-				// weights zero): the spec's 500.
-				base.DirectResponse = &networking.HTTPDirectResponse{Status: 500}
-			}
+			t.destinations(base, KindHTTPRoute, r.Namespace, ri, len(rl.BackendRefs), func(i int) (gwv1.BackendRef, []gwv1.HTTPRouteFilter) {
+				return rl.BackendRefs[i].BackendRef, rl.BackendRefs[i].Filters
+			}, rc)
 		}
 		matches := rl.Matches
 		if len(matches) == 0 {
@@ -135,6 +115,36 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 		}
 	}
 	return rules, rc.resolved, rc.accepted
+}
+
+// destinations resolves a rule's n backendRefs (ref gives the i-th, with
+// its filters as HTTPRoute filters) of a route of kind kind in namespace
+// ns into base's weighted destinations. A ref that does not resolve is
+// recorded in rc and skipped, as is a zero weight; with none left the
+// rule answers the spec's 500 (none given, none valid, all weights zero).
+func (t *translator) destinations(base *networking.HTTPRoute, kind, ns string, ri, n int, ref func(i int) (gwv1.BackendRef, []gwv1.HTTPRouteFilter), rc *routeConds) {
+	for bi := range n {
+		b, filters := ref(bi)
+		dest, reason, msg := t.backendFor(kind, b.BackendObjectReference, ns)
+		if dest == nil {
+			rc.unresolved(reason, fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
+			continue
+		}
+		w := deref(b.Weight, 1)
+		if w == 0 {
+			continue
+		}
+		rd := &networking.HTTPRouteDestination{Destination: dest, Weight: w}
+		for _, f := range filters {
+			if msg := backendFilter(rd, f); msg != "" {
+				rc.unsupported(fmt.Sprintf("rules[%d].backendRefs[%d]: %s", ri, bi, msg))
+			}
+		}
+		base.Route = append(base.Route, rd)
+	}
+	if len(base.Route) == 0 {
+		base.DirectResponse = &networking.HTTPDirectResponse{Status: 500}
+	}
 }
 
 // retries sets the retry policy of a rule with a retry stanza, as istiod

@@ -98,8 +98,6 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 			}
 			keepTransitionTimes(want.Listeners[i].Conditions, prev, now)
 		}
-		// Fields this controller does not set are kept.
-		want.AttachedListenerSets = cur.Status.AttachedListenerSets
 		if equality.Semantic.DeepEqual(cur.Status, want) {
 			continue
 		}
@@ -175,8 +173,69 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 			return err
 		}
 	}
+	if c.tlsPolicies != nil {
+		for _, key := range sortedNames(out.BackendTLSPolicies) {
+			cur, err := c.tlsPolicies.BackendTLSPolicies(key.Namespace).Get(key.Name)
+			if err != nil {
+				continue
+			}
+			want := policyStatus(cur.Status, out.BackendTLSPolicies[key], now)
+			if equality.Semantic.DeepEqual(cur.Status, want) {
+				continue
+			}
+			obj := cur.DeepCopy()
+			obj.Status = want
+			if err := write(KindBackendTLSPolicy, key, func() error {
+				_, err := v1.BackendTLSPolicies(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	if c.listenerSets != nil {
+		if err := c.writeListenerSets(ctx, out, now, write); err != nil {
+			return err
+		}
+	}
 	if written > 0 {
 		c.opts.Log.Info("gateway api status written", "objects", written)
+	}
+	return nil
+}
+
+// writeListenerSets writes, through write, the status of each ListenerSet
+// of out that differs from its current one (times aside).
+func (c *Controller) writeListenerSets(ctx context.Context, out *Output, now metav1.Time, write func(string, types.NamespacedName, func() error) error) error {
+	v1 := c.opts.Client.GatewayV1()
+	for _, key := range sortedNames(out.ListenerSets) {
+		cur, err := c.listenerSets.ListenerSets(key.Namespace).Get(key.Name)
+		if err != nil {
+			continue
+		}
+		st := out.ListenerSets[key]
+		want := *st.DeepCopy()
+		keepTransitionTimes(want.Conditions, cur.Status.Conditions, now)
+		for i := range want.Listeners {
+			var prev []metav1.Condition
+			for _, l := range cur.Status.Listeners {
+				if l.Name == want.Listeners[i].Name {
+					prev = l.Conditions
+				}
+			}
+			keepTransitionTimes(want.Listeners[i].Conditions, prev, now)
+		}
+		if equality.Semantic.DeepEqual(cur.Status, want) {
+			continue
+		}
+		obj := cur.DeepCopy()
+		obj.Status = want
+		if err := write(KindListenerSet, key, func() error {
+			_, err := v1.ListenerSets(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -238,6 +297,30 @@ func routeStatus(cur, ours gwv1.RouteStatus, now metav1.Time) gwv1.RouteStatus {
 	}
 	if out.Parents == nil {
 		out.Parents = []gwv1.RouteParentStatus{}
+	}
+	return out
+}
+
+// policyStatus is cur with the ancestors of this controller replaced by
+// ours (those other controllers wrote are kept, first, as far as the
+// CRD's limit of ancestors allows).
+func policyStatus(cur, ours gwv1.PolicyStatus, now metav1.Time) gwv1.PolicyStatus {
+	out := gwv1.PolicyStatus{Ancestors: []gwv1.PolicyAncestorStatus{}}
+	for _, a := range cur.Ancestors {
+		if a.ControllerName != ControllerName && len(out.Ancestors) < maxPolicyAncestors-len(ours.Ancestors) {
+			out.Ancestors = append(out.Ancestors, *a.DeepCopy())
+		}
+	}
+	for _, a := range ours.Ancestors {
+		a = *a.DeepCopy()
+		var prev []metav1.Condition
+		for _, q := range cur.Ancestors {
+			if q.ControllerName == ControllerName && equality.Semantic.DeepEqual(q.AncestorRef, a.AncestorRef) {
+				prev = q.Conditions
+			}
+		}
+		keepTransitionTimes(a.Conditions, prev, now)
+		out.Ancestors = append(out.Ancestors, a)
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +31,11 @@ type Output struct {
 	TLSRoutes      map[types.NamespacedName]gwv1.TLSRouteStatus
 	TCPRoutes      map[types.NamespacedName]gwv1.TCPRouteStatus
 	UDPRoutes      map[types.NamespacedName]gwv1.UDPRouteStatus
+	// BackendTLSPolicies hold the ancestors of ours of each policy.
+	BackendTLSPolicies map[types.NamespacedName]gwv1.PolicyStatus
+	// ListenerSets holds the status of the ListenerSets whose parent is a
+	// Gateway of ours.
+	ListenerSets map[types.NamespacedName]gwv1.ListenerSetStatus
 }
 
 // translator holds one translation's indexes.
@@ -39,14 +43,20 @@ type translator struct {
 	in       *Input
 	grants   grants
 	gateways map[types.NamespacedName]*gatewayState
-	mesh     *meshRoutes
+	// listenerSets are the ListenerSets of our Gateways.
+	listenerSets map[types.NamespacedName]*listenerSetState
+	mesh         *meshRoutes
+	// caChecks memoises Input.ConfigMapCA by "namespace/name" for one
+	// translation: policies sharing a CA parse it once.
+	caChecks map[string]error
 }
 
 // Translate turns the Gateway API objects of in, those of a GatewayClass
 // whose controllerName is ControllerName, into Istio configs and status.
 // It is a pure function of in.
 func Translate(in Input) Output {
-	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{}, mesh: newMeshRoutes()}
+	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{},
+		listenerSets: map[types.NamespacedName]*listenerSetState{}, mesh: newMeshRoutes()}
 	out := Output{
 		GatewayClasses: map[string]gwv1.GatewayClassStatus{},
 		Gateways:       map[types.NamespacedName]gwv1.GatewayStatus{},
@@ -55,6 +65,9 @@ func Translate(in Input) Output {
 		TLSRoutes:      map[types.NamespacedName]gwv1.TLSRouteStatus{},
 		TCPRoutes:      map[types.NamespacedName]gwv1.TCPRouteStatus{},
 		UDPRoutes:      map[types.NamespacedName]gwv1.UDPRouteStatus{},
+		ListenerSets:   map[types.NamespacedName]gwv1.ListenerSetStatus{},
+
+		BackendTLSPolicies: map[types.NamespacedName]gwv1.PolicyStatus{},
 	}
 	ours := map[string]bool{}
 	for _, gc := range in.GatewayClasses {
@@ -77,8 +90,9 @@ func Translate(in Input) Output {
 		t.gateways[types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}] = st
 		out.Configs = append(out.Configs, cfgs...)
 	}
+	out.Configs = append(out.Configs, t.attachListenerSets(in.ListenerSets)...)
 	vs := newVirtualServices()
-	v := validation.New(validation.Options{})
+	v := validation.New(validation.Options{GatewayAPI: true})
 	var routes []*translatedRoute
 	for _, r := range in.HTTPRoutes {
 		routes = append(routes, t.httpRoute(v, r))
@@ -95,6 +109,7 @@ func Translate(in Input) Output {
 	for _, r := range in.UDPRoutes {
 		routes = append(routes, t.udpRoute(r))
 	}
+	usedBy := map[string]map[types.NamespacedName]bool{}
 	for order, r := range sortedRoutes(routes) {
 		parents, attached := t.attachRoute(&r.route, order, r.resolved, r.accepted)
 		if len(parents) == 0 {
@@ -107,8 +122,10 @@ func Translate(in Input) Output {
 				continue
 			}
 			vs.add(a, r.rules)
+			useBackends(usedBy, a.l.gw, r.rules)
 		}
 	}
+	t.backendTLS(&out, usedBy)
 	out.Configs = append(out.Configs, vs.configs()...)
 	out.Configs = append(out.Configs, t.mesh.configs()...)
 	for key, st := range t.gateways {
@@ -116,10 +133,43 @@ func Translate(in Input) Output {
 		for _, l := range st.listeners {
 			st.status.Listeners = append(st.status.Listeners, *l.status)
 		}
+		if listenersAllowed(st.gw) {
+			st.status.AttachedListenerSets = ptr(st.attachedSets)
+		}
 		out.Gateways[key] = *st.status
+	}
+	for key, st := range t.listenerSets {
+		out.ListenerSets[key] = st.listenerSetStatus()
 	}
 	slices.SortFunc(out.Configs, func(a, b model.Config) int { return a.Key().Compare(b.Key()) })
 	return out
+}
+
+// useBackends records in usedBy (service FQDN -> Gateways) that gateway
+// gw sends to the destinations of rules.
+func useBackends(usedBy map[string]map[types.NamespacedName]bool, gw *gwv1.Gateway, rules []rule) {
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name}
+	use := func(host string) {
+		if host == "" {
+			return
+		}
+		if usedBy[host] == nil {
+			usedBy[host] = map[types.NamespacedName]bool{}
+		}
+		usedBy[host][key] = true
+	}
+	for _, rl := range rules {
+		for _, d := range rl.http.GetRoute() {
+			use(d.GetDestination().GetHost())
+		}
+		for _, m := range rl.http.GetMirrors() {
+			use(m.GetDestination().GetHost())
+		}
+		use(rl.http.GetMirror().GetHost())
+		for _, d := range rl.l4 {
+			use(d.GetDestination().GetHost())
+		}
+	}
 }
 
 // translatedRoute is a route of any kind translated: its rules, and its
@@ -213,68 +263,26 @@ func SupportedFeatures() []string {
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort", "HTTPRouteCORS", "HTTPRouteRetry",
+		"BackendTLSPolicy", "BackendTLSPolicySANValidation",
+		"ListenerSet",
 	}
 	slices.Sort(f)
 	return f
 }
 
 // invalidRules returns the first error Istio's VirtualService rules find in
-// a route's translated rules, "" if none.
+// a route's translated rules, "" if none. v must be a GatewayAPI
+// validator.
 func invalidRules(v *validation.Validator, namespace, name string, rules []rule) string {
 	vs := &networking.VirtualService{Hosts: []string{"*"}, Gateways: []string{namespace + "/gateway"}}
 	for _, rl := range rules {
-		h := rl.http
-		// HTTPRoute CORS allows the wildcard method "*" (Envoy sends it as
-		// the header's value), which a hand-written VirtualService may not
-		// use: the copy validated goes without it.
-		if slices.Contains(h.GetCorsPolicy().GetAllowMethods(), "*") {
-			h = proto.Clone(h).(*networking.HTTPRoute)
-			h.CorsPolicy.AllowMethods = slices.DeleteFunc(h.CorsPolicy.AllowMethods, func(m string) bool { return m == "*" })
-		}
-		// Gateway API weights are relative (two backends without one are
-		// 1 and 1), and istiod serves them as given, as the route does:
-		// the copy validated has them scaled to the 0..100 adding up to
-		// 100 a hand-written VirtualService needs.
-		if w := percentWeights(h.GetRoute()); w != nil {
-			h = proto.Clone(h).(*networking.HTTPRoute)
-			for i, d := range h.Route {
-				d.Weight = w[i]
-			}
-		}
-		vs.Http = append(vs.Http, h)
+		vs.Http = append(vs.Http, rl.http)
 	}
 	errs := v.Spec(validation.Meta{Name: name, Namespace: namespace}, vs)
 	if len(errs) == 0 {
 		return ""
 	}
 	return "translated rule: " + errs[0].Error()
-}
-
-// percentWeights scales the weights of more than one destination, each
-// positive, to percentages adding up to 100 (the rounding's remainder to
-// the largest); nil if there is one destination or they already are.
-func percentWeights(ds []*networking.HTTPRouteDestination) []int32 {
-	if len(ds) < 2 {
-		return nil
-	}
-	var sum int64
-	for _, d := range ds {
-		sum += int64(d.GetWeight())
-	}
-	if sum == 100 || sum <= 0 {
-		return nil
-	}
-	out := make([]int32, len(ds))
-	largest, left := 0, int32(100)
-	for i, d := range ds {
-		out[i] = int32(int64(d.GetWeight()) * 100 / sum)
-		left -= out[i]
-		if d.GetWeight() > ds[largest].GetWeight() {
-			largest = i
-		}
-	}
-	out[largest] += left
-	return out
 }
 
 type object interface {

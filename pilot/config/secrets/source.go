@@ -35,6 +35,8 @@ type byNamespace map[string]map[string]*corev1.Secret
 type Source struct {
 	mu          sync.Mutex
 	kube, files layer
+	// cms holds the ca.crt of ConfigMaps (configmaps.go), as Secrets.
+	cms layer
 	// published is the last snapshot handed out; nil once a change made it stale.
 	published *Snapshot
 }
@@ -49,7 +51,7 @@ func (s *Source) Snapshot() *Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.published == nil {
-		s.published = &Snapshot{kube: s.kube.publish(), files: s.files.publish()}
+		s.published = &Snapshot{kube: s.kube.publish(), files: s.files.publish(), cms: s.cms.publish()}
 	}
 	return s.published
 }
@@ -160,7 +162,7 @@ func (l *layer) publish() byNamespace {
 }
 
 // Snapshot is an immutable set of credential Secrets (model.SecretSnapshot).
-type Snapshot struct{ kube, files byNamespace }
+type Snapshot struct{ kube, files, cms byNamespace }
 
 var _ model.SecretSnapshot = (*Snapshot)(nil)
 

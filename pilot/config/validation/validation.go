@@ -41,6 +41,13 @@ type Options struct {
 	// MaxRegexProgramSize is the largest RE2 program size accepted for a
 	// regex; 0 means ProxyMaxRegexProgramSize, negative means no limit.
 	MaxRegexProgramSize int
+	// GatewayAPI validates specs translated from the Kubernetes Gateway
+	// API, which allows what a written Istio spec may not: the CORS
+	// method "*" (HTTPRoute's CORS filter; Envoy sends it as the
+	// header's value), and relative weights (a backendRef's weight is
+	// up to 1,000,000, and those of a rule need not add up to 100: two
+	// backends without one are 1 and 1; istiod serves them as given).
+	GatewayAPI bool
 }
 
 // Validator validates Istio objects. It is safe for concurrent use. It

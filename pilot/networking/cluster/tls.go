@@ -89,7 +89,7 @@ func upstreamTLS(tls *networking.ClientTLSSettings, t tlsTarget) *tlsv3.Upstream
 		skipVerify := tls.GetInsecureSkipVerify().GetValue()
 		switch {
 		case tls.GetCredentialName() != "":
-			name := credential.KubernetesPrefix + tls.GetCredentialName()
+			name := credential.ResourceName(tls.GetCredentialName())
 			if mutual {
 				common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{credentialSDSConfig(name)}
 			}

@@ -5,6 +5,8 @@
 package credential
 
 import (
+	"strings"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
@@ -21,7 +23,20 @@ const (
 	KubernetesPrefix = "kubernetes://"
 	// CASuffix names the CA part of a credentialName secret.
 	CASuffix = "-cacert"
+	// ConfigMapPrefix prefixes a credential that is the ca.crt of a
+	// ConfigMap ("configmap://NAMESPACE/NAME", a BackendTLSPolicy's CA).
+	ConfigMapPrefix = "configmap://"
 )
+
+// ResourceName is the SDS name of a credentialName, as istiod names it: a
+// name with a scheme ("configmap://NS/NAME", "invalid://") as it is, any
+// other one a Kubernetes Secret (KubernetesPrefix + name).
+func ResourceName(credentialName string) string {
+	if strings.Contains(credentialName, "://") {
+		return credentialName
+	}
+	return KubernetesPrefix + credentialName
+}
 
 // AgentSDSConfig is the SdsSecretConfig fetching secret name from the
 // agent's SDS server (cluster sds-grpc).

@@ -46,6 +46,10 @@ var (
 // Logger may be nil (no logs).
 type Generator struct {
 	Logger *slog.Logger
+	// CAs, if not nil, shares the marshalled configmap:// CA bundles
+	// among the proxies that ask for them (one copy per bundle, not per
+	// proxy).
+	CAs *CACache
 }
 
 var _ model.Generator = Generator{}
@@ -63,14 +67,36 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 	names := w.Names()
 	sort.Strings(names)
 	if proxy.Type != model.Router {
-		log.Warn("sds refused: only gateways (router proxies) read credentials", "type", string(proxy.Type), clientlog.Strings("resources", names))
-		return nil, nil
+		// Sidecars read CA bundles of ConfigMaps only.
+		var refused []string
+		names = slices.DeleteFunc(names, func(n string) bool {
+			if !strings.HasPrefix(n, credential.ConfigMapPrefix) {
+				refused = append(refused, n)
+				return true
+			}
+			return false
+		})
+		if len(refused) > 0 {
+			log.Warn("sds refused: only gateways (router proxies) read credentials", "type", string(proxy.Type), clientlog.Strings("resources", refused))
+		}
 	}
 	var out model.Resources
 	// One line per request, not per name (a client may ask for any
 	// number): the names not served and their first distinct errors.
 	var notServed, errs []string
 	for _, n := range names {
+		if strings.HasPrefix(n, credential.ConfigMapPrefix) && g.CAs != nil {
+			r, err := g.CAs.resource(push, proxy, n)
+			if err != nil {
+				notServed = append(notServed, n)
+				if msg := err.Error(); len(errs) < clientlog.MaxListed && !slices.Contains(errs, msg) {
+					errs = append(errs, msg)
+				}
+				continue
+			}
+			out = append(out, r)
+			continue
+		}
 		s, err := build(push, proxy, n)
 		if err != nil {
 			notServed = append(notServed, n)
@@ -96,6 +122,9 @@ var errRefused = errors.New("refused")
 
 // build returns the Envoy secret for resource name.
 func build(push *model.PushContext, proxy *model.Proxy, name string) (*tlsv3.Secret, error) {
+	if ref, ok := strings.CutPrefix(name, credential.ConfigMapPrefix); ok {
+		return configMapCA(push, proxy, name, ref)
+	}
 	ref, ok := strings.CutPrefix(name, credential.KubernetesPrefix)
 	if !ok || ref == "" {
 		return nil, fmt.Errorf("%w: not a %sNAME resource", errRefused, credential.KubernetesPrefix)
@@ -146,6 +175,39 @@ func build(push *model.PushContext, proxy *model.Proxy, name string) (*tlsv3.Sec
 		CertificateChain: inline(cert),
 		PrivateKey:       inline(key),
 	}}}, nil
+}
+
+// configMapSnapshot is what a SecretSnapshot of pilot/config/secrets also
+// holds: the ca.crt of the cluster's ConfigMaps.
+type configMapSnapshot interface {
+	ConfigMapCA(namespace, name string) ([]byte, bool)
+}
+
+// configMapCA serves configmap://NAMESPACE/NAME-cacert, the ca.crt of a
+// ConfigMap (a BackendTLSPolicy's CA; CA certificates are public, and a
+// ConfigMap no secret store): to any proxy whose identity the secure port
+// verified, of any namespace. Only the ca.crt key is ever read.
+func configMapCA(push *model.PushContext, proxy *model.Proxy, name, ref string) (*tlsv3.Secret, error) {
+	if proxy.VerifiedIdentity == nil {
+		return nil, fmt.Errorf("%w: CA bundles are served only to proxies authenticated on the secure port (15012), and this connection is not", errRefused)
+	}
+	base, ok := strings.CutSuffix(ref, credential.CASuffix)
+	ns, cm, ok2 := strings.Cut(base, "/")
+	if !ok || !ok2 || ns == "" || cm == "" {
+		return nil, fmt.Errorf("%w: not a %sNAMESPACE/NAME%s resource", errRefused, credential.ConfigMapPrefix, credential.CASuffix)
+	}
+	var snap configMapSnapshot
+	if push != nil {
+		snap, _ = push.Secrets().(configMapSnapshot)
+	}
+	if snap == nil {
+		return nil, errors.New("no snapshot of ConfigMaps to read CA certificates from")
+	}
+	ca, found := snap.ConfigMapCA(ns, cm)
+	if !found || len(ca) == 0 {
+		return nil, fmt.Errorf("configmap %s/%s: not found, or no ca.crt", ns, cm)
+	}
+	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{TrustedCa: inline(ca)}}}, nil
 }
 
 // authorizeCrossNamespace lets a gateway read the credentials of namespace

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -285,5 +286,66 @@ func TestCRL(t *testing.T) {
 	}
 	if vc := got["kubernetes://nocrl-cacert"].GetValidationContext(); vc.GetCrl() != nil || string(vc.GetTrustedCa().GetInlineBytes()) != "NCA" {
 		t.Errorf("without a CRL: %v", vc)
+	}
+}
+
+// TestConfigMapCA checks configmap://NS/NAME-cacert: the ca.crt of a
+// ConfigMap, served to verified gateways and sidecars of any namespace,
+// refused on the plaintext port; a missing one or a malformed name gets
+// no resource.
+func TestConfigMapCA(t *testing.T) {
+	src := secrets.NewSource()
+	src.SetConfigMapCA("backends", "ca", []byte("CA-PEM"))
+	src.SetConfigMapCA("backends", "empty", nil)
+	env := nt.Input{}.Environment()
+	env.Secrets = src
+	push := model.NewPushContext(env, nil, nil)
+
+	sidecar := nt.Proxy("10.0.0.9", "app-0", "apps", map[string]string{"app": "app"})
+	sidecar.VerifiedIdentity = &model.VerifiedIdentity{SPIFFE: "spiffe://cluster.local/ns/apps/sa/app", Namespace: "apps", ServiceAccount: "app"}
+	const name = "configmap://backends/ca-cacert"
+	for _, p := range []*model.Proxy{gatewayProxy("ingress"), sidecar} {
+		got := generate(t, secret.Generator{}, push, p, name, "configmap://backends/missing-cacert", "configmap://backends/empty-cacert",
+			"configmap://backends/ca", "configmap://nonamespace-cacert", "kubernetes://other")
+		if len(got) != 1 || string(got[name].GetValidationContext().GetTrustedCa().GetInlineBytes()) != "CA-PEM" {
+			t.Errorf("%s: served %v, want only %s with the ConfigMap's ca.crt", p.Type, got, name)
+		}
+	}
+	if got := generate(t, secret.Generator{}, push, unverifiedGateway("ingress"), name); len(got) != 0 {
+		t.Errorf("plaintext port: served %v, want nothing", got)
+	}
+}
+
+// TestConfigMapCAShared checks that with a CACache every proxy asking for a
+// CA bundle gets the same marshalled resource (one copy, not one per
+// proxy), and a changed ca.crt a new one.
+func TestConfigMapCAShared(t *testing.T) {
+	src := secrets.NewSource()
+	src.SetConfigMapCA("backends", "ca", []byte("CA-1"))
+	env := nt.Input{}.Environment()
+	env.Secrets = src
+	g := secret.Generator{CAs: secret.NewCACache()}
+	const name = "configmap://backends/ca-cacert"
+	get := func(push *model.PushContext, p *model.Proxy) *discovery.Resource {
+		t.Helper()
+		res, err := g.Generate(p, push, watch(name), nil)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%d resources, error %v", len(res), err)
+		}
+		return res[0]
+	}
+	push := model.NewPushContext(env, nil, nil)
+	a, b := get(push, gatewayProxy("one")), get(push, gatewayProxy("two"))
+	if a != b {
+		t.Error("two proxies got two copies of one CA bundle")
+	}
+	src.SetConfigMapCA("backends", "ca", []byte("CA-2"))
+	c := get(model.NewPushContext(env, nil, nil), gatewayProxy("one"))
+	s := &tlsv3.Secret{}
+	if err := c.GetResource().UnmarshalTo(s); err != nil {
+		t.Fatal(err)
+	}
+	if c == a || string(s.GetValidationContext().GetTrustedCa().GetInlineBytes()) != "CA-2" {
+		t.Errorf("after the change: %v", s)
 	}
 }

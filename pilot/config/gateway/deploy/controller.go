@@ -137,8 +137,10 @@ type run struct {
 	sas       corelisters.ServiceAccountLister
 	hpas      autoscalinglisters.HorizontalPodAutoscalerLister
 	pdbs      policylisters.PodDisruptionBudgetLister
-	synced    []cache.InformerSynced
-	queue     workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// sets is nil when the cluster does not serve ListenerSet.
+	sets   gwlisters.ListenerSetLister
+	synced []cache.InformerSynced
+	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 
 	mu      sync.Mutex
 	applied map[objKey]applied
@@ -200,6 +202,19 @@ func newRun(opts Options) (*run, error) {
 		r.synced = append(r.synced, inf.HasSynced)
 	}
 	r.synced = append(r.synced, gwInf.HasSynced, classInf.HasSynced)
+	if listenerSetServed(opts.Gateways) {
+		sets := r.gwFactory.Gateway().V1().ListenerSets()
+		setInf := sets.Informer()
+		if _, err := setInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    r.enqueueListenerSet,
+			UpdateFunc: func(_, n any) { r.enqueueListenerSet(n) },
+			DeleteFunc: r.enqueueListenerSet,
+		}); err != nil {
+			return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+		}
+		r.sets = sets.Lister()
+		r.synced = append(r.synced, setInf.HasSynced)
+	}
 	return r, nil
 }
 
@@ -367,7 +382,7 @@ func (r *run) reconcile(ctx context.Context, key types.NamespacedName) ([]string
 		if err != nil {
 			return nil, err
 		}
-		objs, err := Render(gw, params)
+		objs, err := Render(withListenerSets(gw, r.sets), params)
 		if err != nil {
 			// Nothing is changed until the Gateway is.
 			return nil, permanent{err}

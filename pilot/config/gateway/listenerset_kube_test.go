@@ -1,0 +1,119 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
+)
+
+// listenerSetConds renders a ListenerSet's conditions, then each listener's
+// attachedRoutes and conditions.
+func listenerSetConds(ls *gwv1.ListenerSet) string {
+	out := []string{conditions(ls.Status.Conditions)}
+	for _, l := range ls.Status.Listeners {
+		out = append(out, fmt.Sprintf("%s:%d %s", l.Name, l.AttachedRoutes, conditions(l.Conditions)))
+	}
+	return strings.Join(out, "; ")
+}
+
+// TestListenerSetOnAPIServer creates, on a real API server with the
+// chart's CRDs, a Gateway taking ListenerSets of its namespace, one such
+// set with an HTTPRoute attached to its listener, and a set of another
+// namespace: the leader writes both sets' status, the Gateway's
+// attachedListenerSets and the route's parent status, and the allowed
+// set's listener is served.
+func TestListenerSetOnAPIServer(t *testing.T) {
+	client, store, env := startController(t)
+	ctx := t.Context()
+	if _, err := env.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := client.GatewayV1()
+	if _, err := v1.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	same := gwv1.NamespacesFromSame
+	if _, err := v1.Gateways("default").Create(ctx, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: "istio",
+			AllowedListeners: &gwv1.AllowedListeners{Namespaces: &gwv1.ListenerNamespaces{From: &same}},
+			Listeners: []gwv1.Listener{
+				{Name: "web", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr(gwv1.Hostname("web.example.com"))},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	parent := gwv1.ParentGatewayReference{Name: "gw", Namespace: ptr(gwv1.Namespace("default"))}
+	for _, ls := range []*gwv1.ListenerSet{
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "team"},
+			Spec: gwv1.ListenerSetSpec{ParentRef: parent, Listeners: []gwv1.ListenerEntry{
+				{Name: "team", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr(gwv1.Hostname("team.example.com"))},
+				{Name: "web", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr(gwv1.Hostname("web.example.com"))},
+			}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "intruder"},
+			Spec: gwv1.ListenerSetSpec{ParentRef: parent, Listeners: []gwv1.ListenerEntry{
+				{Name: "x", Port: 80, Protocol: gwv1.HTTPProtocolType, Hostname: ptr(gwv1.Hostname("x.example.com"))},
+			}},
+		},
+	} {
+		if _, err := v1.ListenerSets(ls.Namespace).Create(ctx, ls, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toSet := gwv1.ParentReference{Group: ptr(gwv1.Group(gateway.Group)), Kind: ptr(gwv1.Kind(gateway.KindListenerSet)), Name: "team",
+		SectionName: ptr(gwv1.SectionName("team"))}
+	if _, err := v1.HTTPRoutes("default").Create(ctx, route("default", "to-set", toSet, "web", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	watchUntil(t, "ListenerSet", func(ctx context.Context) (watch.Interface, error) {
+		return v1.ListenerSets("default").Watch(ctx, anyVersion)
+	}, "team", func(ls *gwv1.ListenerSet) string {
+		return want(listenerSetConds(ls), "Accepted=True/ListenersNotValid Programmed=True/Programmed; "+
+			"team:1 Accepted=True/Accepted Programmed=True/Programmed ResolvedRefs=True/ResolvedRefs Conflicted=False/NoConflicts; "+
+			"web:0 Accepted=False/HostnameConflict Programmed=False/HostnameConflict ResolvedRefs=True/ResolvedRefs Conflicted=True/HostnameConflict")
+	})
+	watchUntil(t, "ListenerSet", func(ctx context.Context) (watch.Interface, error) {
+		return v1.ListenerSets("other").Watch(ctx, anyVersion)
+	}, "intruder", func(ls *gwv1.ListenerSet) string {
+		return want(listenerSetConds(ls), "Accepted=False/NotAllowed Programmed=False/NotAllowed")
+	})
+	watchUntil(t, "Gateway", func(ctx context.Context) (watch.Interface, error) {
+		return v1.Gateways("default").Watch(ctx, anyVersion)
+	}, "gw", func(g *gwv1.Gateway) string {
+		if g.Status.AttachedListenerSets == nil {
+			return "no attachedListenerSets"
+		}
+		return want(fmt.Sprint(*g.Status.AttachedListenerSets), "1")
+	})
+	watchUntil(t, "HTTPRoute", func(ctx context.Context) (watch.Interface, error) {
+		return v1.HTTPRoutes("default").Watch(ctx, anyVersion)
+	}, "to-set", func(r *gwv1.HTTPRoute) string {
+		return want(parentConditions(r), "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs")
+	})
+	for _, name := range []string{"gw-istio-autogenerated-k8s-gateway-web", "gw-istio-autogenerated-k8s-gateway-ls.default.team.team"} {
+		if _, ok := store.Get(model.KindGateway, "default", name); !ok {
+			t.Errorf("store has no Istio Gateway default/%s", name)
+		}
+	}
+	if n := len(store.List(model.KindGateway)); n != 2 {
+		t.Errorf("store has %d Istio Gateways, want 2 (the set of another namespace adds none)", n)
+	}
+}
