@@ -15,7 +15,7 @@ func ServiceEqual(a, b *Service) bool {
 		a.Address == b.Address && a.Resolution == b.Resolution && a.MeshExternal == b.MeshExternal &&
 		a.Registry == b.Registry && slices.Equal(a.Ports, b.Ports) && slices.Equal(a.ExportTo, b.ExportTo) &&
 		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Selector, b.Selector) && slices.Equal(a.SubjectAltNames, b.SubjectAltNames) &&
-		slices.Equal(a.ExternalAddresses, b.ExternalAddresses) && a.ClusterID == b.ClusterID && maps.Equal(a.ClusterVIPs, b.ClusterVIPs)
+		slices.Equal(a.ExternalAddresses, b.ExternalAddresses) && a.LoadBalancer == b.LoadBalancer && a.ClusterID == b.ClusterID && maps.Equal(a.ClusterVIPs, b.ClusterVIPs)
 }
 
 // ApplyRegistryState moves one registry shard of idx from the services in

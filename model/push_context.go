@@ -39,6 +39,11 @@ type Environment struct {
 	// CredentialAccess, when set, decides cross-namespace credential
 	// requests; PushContexts hand it to the SDS generator.
 	CredentialAccess CredentialAccess
+	// SkipVerifyCertAtClient is istiod's VERIFY_CERTIFICATE_AT_CLIENT=false:
+	// TLS origination (SIMPLE or MUTUAL) without caCertificates or
+	// credentialName does not verify the server certificate. The zero
+	// value verifies it against the proxy's OS CA bundle, Istio's default.
+	SkipVerifyCertAtClient bool
 
 	// builds numbers the PushContexts built from this environment.
 	builds atomic.Uint64
@@ -63,6 +68,8 @@ type PushContext struct {
 	Mesh          *meshconfig.MeshConfig
 	DomainSuffix  string
 	RootNamespace string
+	// SkipVerifyCertAtClient is env.SkipVerifyCertAtClient.
+	SkipVerifyCertAtClient bool
 
 	// Endpoints is the live endpoint index (not part of the snapshot).
 	Endpoints *EndpointIndex
@@ -146,6 +153,8 @@ func NewPushContext(env *Environment, prev *PushContext, req *PushRequest) *Push
 		cache:         env.Cache,
 		cacheEpoch:    env.Cache.FullEpoch(),
 		scopes:        &sidecarScopes{},
+
+		SkipVerifyCertAtClient: env.SkipVerifyCertAtClient,
 		// Taken at every build, full or not: a Secret change is pushed
 		// only after its source applied it (see SecretSource).
 		credentialAccess: env.CredentialAccess,

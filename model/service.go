@@ -86,6 +86,9 @@ type Service struct {
 	// outside its cluster (a Kubernetes Service's LoadBalancer ingress IPs
 	// and spec.externalIPs): an east-west gateway's addresses.
 	ExternalAddresses []string
+	// LoadBalancer marks a Kubernetes Service of type LoadBalancer: its
+	// external addresses are the load balancer's, none while pending.
+	LoadBalancer bool
 	// ClusterID is the cluster a Kubernetes service was read from ("" for
 	// other registries).
 	ClusterID string

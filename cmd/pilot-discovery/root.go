@@ -159,7 +159,10 @@ func applyEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		{"PILOT_ENABLE_CONFIG_STATUS", &opts.ConfigStatus}, {"PILOT_ENABLE_STATUS", &opts.WriteStatus},
 		{"PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION", &opts.AutoRegistration},
 		{"PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS", &opts.WorkloadEntryHealthChecks},
-		{"RESOLVE_HOSTNAME_GATEWAYS", &opts.ResolveHostnameGateways}}
+		{"RESOLVE_HOSTNAME_GATEWAYS", &opts.ResolveHostnameGateways},
+		{"PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER", &opts.GatewayClassController},
+		{"PILOT_MULTI_NETWORK_DISCOVER_GATEWAY_API", &opts.MultiNetworkGatewayAPI},
+		{"VERIFY_CERTIFICATE_AT_CLIENT", &opts.VerifyCertAtClient}}
 	for _, b := range bools {
 		if v := getenv(b.name); v != "" {
 			parsed, err := strconv.ParseBool(v)

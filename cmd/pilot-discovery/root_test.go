@@ -94,15 +94,18 @@ func TestApplyEnv(t *testing.T) {
 		"PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7",
 		"PILOT_ENABLE_GATEWAY_CREDENTIALS": "false", "PILOT_XDS_SEND_TIMEOUT": "3s",
 		"ENABLE_DEBUG_ON_HTTP": "false", "REVISION": "canary", "MESHPILOT_EDS_DEBOUNCE_MAX": "0s",
+		"PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER": "false", "PILOT_MULTI_NETWORK_DISCOVER_GATEWAY_API": "true",
+		"VERIFY_CERTIFICATE_AT_CLIENT": "false",
 	}
 	opts := bootstrap.DefaultOptions()
-	if !opts.GatewayCredentials || !opts.EnableDebugOnHTTP {
-		t.Fatal("gateway credentials or debug on HTTP off by default, want on as in istiod")
+	if !opts.GatewayCredentials || !opts.EnableDebugOnHTTP || !opts.GatewayClassController || opts.MultiNetworkGatewayAPI || !opts.VerifyCertAtClient {
+		t.Fatal("gateway credentials, debug on HTTP, the GatewayClass controller or client certificate verification off, or istio-remote on, by default: want istiod's defaults")
 	}
 	if err := applyEnv(&opts, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP || opts.Revision != "canary" || opts.EDSDebounceMax != 0 {
+	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP || opts.Revision != "canary" || opts.EDSDebounceMax != 0 ||
+		opts.GatewayClassController || !opts.MultiNetworkGatewayAPI || opts.VerifyCertAtClient {
 		t.Fatalf("env not applied: %+v", opts)
 	}
 	env["PILOT_DEBOUNCE_AFTER"] = "soon"

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/metadata"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -32,7 +33,9 @@ const (
 // gatewayStatusLease, its status writer (Gateway API status is written
 // whatever PILOT_ENABLE_STATUS says, as istiod does) and, while it leads
 // gatewayDeploymentLease, the deployment of Gateways of class istio
-// (ServiceAccount, Deployment and Service each). Without the CRDs it
+// (ServiceAccount, Deployment and Service each). Every replica creates
+// the default GatewayClasses that are missing (GatewayClassController).
+// Without the CRDs it
 // logs one line and the source stays off (installing them later takes a
 // restart). It returns once the first translation is in the store.
 func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
@@ -83,6 +86,12 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	// allowedRoutes namespace selectors depend on namespace labels.
 	k.filter.SubscribeLabels(c.Resync)
 	s.goServe("gateway-api", func() error { return c.Run(ctx) })
+	if s.opts.GatewayClassController {
+		// Every replica, as istiod: it only creates missing classes.
+		s.goServe("gateway-api-classes", func() error {
+			return c.EnsureClasses(ctx, gateway.DefaultClasses(s.opts.MultiNetworkGatewayAPI))
+		})
+	}
 	s.goServe("gateway-api-status", func() error {
 		return k.elector.Run(ctx, gatewayStatusLease, func(lctx context.Context) {
 			if err := c.WriteStatus(lctx); err != nil {
@@ -90,7 +99,19 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 			}
 		})
 	})
-	deployer, err := deploy.New(deploy.Options{Kube: k.client, Gateways: client, Log: log.With("component", "gateway-deployment")})
+	meta, err := metadata.NewForConfig(k.restConfig)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	// The deployment controller shares the translation's Gateway,
+	// GatewayClass and ListenerSet informers: one watch of each.
+	gws, classes := c.GatewayInformers()
+	dopts := deploy.Options{Kube: k.client, Gateways: gws, Classes: classes, Metadata: meta,
+		Log: log.With("component", "gateway-deployment")}
+	if deploy.ListenerSetServed(client) {
+		dopts.ListenerSets = c.ListenerSetInformer()
+	}
+	deployer, err := deploy.New(dopts)
 	if err != nil {
 		return err
 	}

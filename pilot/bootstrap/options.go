@@ -140,6 +140,19 @@ type Options struct {
 	// in Istio) resolves east-west gateway addresses that are host names
 	// (pilot/gatewaydns); off, such gateways are left out.
 	ResolveHostnameGateways bool
+	// GatewayClassController (PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER,
+	// default true as in istiod) creates the default GatewayClasses
+	// (gateway.DefaultClasses) when they do not exist, in Kubernetes mode
+	// with the Gateway API served; MultiNetworkGatewayAPI
+	// (PILOT_MULTI_NETWORK_DISCOVER_GATEWAY_API, default false as in
+	// istiod) adds istio-remote to them.
+	GatewayClassController bool
+	MultiNetworkGatewayAPI bool
+	// VerifyCertAtClient (VERIFY_CERTIFICATE_AT_CLIENT, default true as in
+	// Istio) makes TLS origination (DestinationRule SIMPLE or MUTUAL)
+	// without caCertificates or credentialName verify the server
+	// certificate against the proxy's OS CA bundle (SDS "file-root:system").
+	VerifyCertAtClient bool
 	// Keepalive are the gRPC servers' keepalive settings, max connection
 	// age included (istiod's --keepalive* flags).
 	Keepalive KeepaliveOptions
@@ -175,6 +188,8 @@ func DefaultOptions() Options {
 		AutoRegistration:          true,
 		WorkloadEntryHealthChecks: true,
 		ResolveHostnameGateways:   true,
+		GatewayClassController:    true,
+		VerifyCertAtClient:        true,
 		Keepalive:                 DefaultKeepaliveOptions(),
 
 		WorkloadEntryGracePeriod: autoregistration.DefaultGracePeriod,

@@ -132,6 +132,8 @@ func NewServer(opts Options) (*Server, error) {
 		DomainSuffix:     opts.Domain,
 		Secrets:          sources.secretSource(),
 		CredentialAccess: sources.credentialAccess(),
+
+		SkipVerifyCertAtClient: !opts.VerifyCertAtClient,
 	}
 	// Progressive rollout (docs/rollout.md) needs config status to hear
 	// the canaries' answers; every proxy but the canaries reads the

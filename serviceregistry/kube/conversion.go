@@ -78,6 +78,7 @@ func ConvertService(svc *corev1.Service, domain string) *model.Service {
 	}
 	model.SortPorts(out.Ports)
 	out.ExternalAddresses = externalAddresses(svc)
+	out.LoadBalancer = svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 	return out
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/go-logr/logr"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -87,18 +86,6 @@ func TestGatewayAPIConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// istiod creates its GatewayClass; pilot-discovery expects the chart
-	// or the user to.
-	testutil.EventuallyNoError(t, time.Minute, "create GatewayClass istio", func() error {
-		_, err := gc.GatewayV1().GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-			ObjectMeta: metav1.ObjectMeta{Name: gateway.ClassName},
-			Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
-		}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	})
 	si := &standIn{cs: env.Clientset(), log: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	waitStandIn, err := si.run(ctx)
 	if err != nil {
@@ -109,6 +96,19 @@ func TestGatewayAPIConformance(t *testing.T) {
 	opts := bootstraptest.Options(t)
 	opts.KubeRestConfig = env.Config()
 	bootstraptest.Start(t, opts)
+	// pilot-discovery creates GatewayClass istio, as istiod does
+	// (PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER): the suite uses
+	// that one.
+	testutil.EventuallyNoError(t, time.Minute, "GatewayClass istio created by pilot-discovery", func() error {
+		got, err := gc.GatewayV1().GatewayClasses().Get(ctx, gateway.ClassName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Spec.ControllerName != gateway.ControllerName {
+			return fmt.Errorf("controllerName %s", got.Spec.ControllerName)
+		}
+		return nil
+	})
 
 	// The suite's own scheme: the default one is client-go's global,
 	// which pilot-discovery reads while it runs.

@@ -153,11 +153,12 @@ func writeReports(dir string, ps []suite.ConformanceProfile, report *confv1.Conf
 		"request is ever carried: tests that send requests or RPCs, or dial the Gateway, are\n"+
 		"skipped, each listed below with the reason (on this machine a transparent proxy even\n"+
 		"answers any dial to a cluster IP, so a dial would prove nothing). The harness stands in\n"+
-		"for one missing part only: one Pod per Deployment,\n"+
-		"reported Ready (the suite waits for its backends before status tests). Each Gateway's\n"+
-		"Deployment, ServiceAccount and Service `NAME-istio` (whose cluster IP is the Gateway's\n"+
-		"address) come from pilot-discovery's own automated deployment, and all status is\n"+
-		"written by pilot-discovery.\n\n")
+		"for two missing parts only: one Pod per Deployment, reported Ready (the suite waits for\n"+
+		"its backends before status tests), and a load balancer that gives each LoadBalancer\n"+
+		"Service its cluster IP as ingress address. Each Gateway's Deployment, ServiceAccount\n"+
+		"and Service `NAME-istio` (whose load balancer address is the Gateway's address) come\n"+
+		"from pilot-discovery's own automated deployment, and all Gateway API status is written\n"+
+		"by pilot-discovery.\n\n")
 	fmt.Fprintf(&b, "**%d passed, %d failed, %d skipped** (sends requests), %d not run (feature not supported, or not in a profile run here); "+
 		"the status checks of %d skipped tests run apart: %d passed, %d failed. %s for the test run.\n\n",
 		len(pass), len(fail), len(skip), countAll(unsupported), len(status), len(status)-statusFailed, statusFailed, took.Round(time.Second))

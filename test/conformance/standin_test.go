@@ -19,11 +19,13 @@ const standInLabel = "meshpilot.io/conformance-stand-in"
 
 // standIn does, on the test API server, the job of the parts this
 // environment lacks (kube-controller-manager and kubelet), and nothing
-// more: each Deployment gets one Pod, reported Ready. The suite waits for
-// its backends' Pods before status tests; no container runs, and every
-// test that would send a request to one is skipped (noTraffic). Each
-// Gateway's Service, whose cluster IP is its address, is made by
-// meshpilot's own automated deployment (pilot/config/gateway/deploy), and
+// more: each Deployment gets one Pod, reported Ready, and each Service of
+// type LoadBalancer gets its cluster IP as load balancer ingress (as
+// `minikube tunnel` does). The suite waits for its backends' Pods before
+// status tests; no container runs, and every test that would send a
+// request to one is skipped (noTraffic). Each Gateway's Service, whose
+// load balancer address is the Gateway's address, is made by meshpilot's
+// own automated deployment (pilot/config/gateway/deploy), and Gateway API
 // status is written only by meshpilot.
 type standIn struct {
 	cs  kubernetes.Interface
@@ -36,6 +38,12 @@ func (s *standIn) run(ctx context.Context) (wait func(), err error) {
 	kf := informers.NewSharedInformerFactory(s.cs, 0)
 	if _, err := kf.Apps().V1().Deployments().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) { s.pod(ctx, o.(*appsv1.Deployment)) },
+	}); err != nil {
+		return nil, fmt.Errorf("stand-in: %w", err)
+	}
+	if _, err := kf.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { s.loadBalancer(ctx, o.(*corev1.Service)) },
+		UpdateFunc: func(_, o any) { s.loadBalancer(ctx, o.(*corev1.Service)) },
 	}); err != nil {
 		return nil, fmt.Errorf("stand-in: %w", err)
 	}
@@ -72,5 +80,18 @@ func (s *standIn) pod(ctx context.Context, d *appsv1.Deployment) {
 	}
 	if _, err := s.cs.CoreV1().Pods(d.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		s.log.Error("stand-in pod status not written", "pod", d.Namespace+"/"+p.Name, "error", err)
+	}
+}
+
+// loadBalancer gives a LoadBalancer Service without ingress its cluster IP
+// as ingress, the job of a cloud's load balancer controller.
+func (s *standIn) loadBalancer(ctx context.Context, svc *corev1.Service) {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) > 0 || svc.Spec.ClusterIP == "" {
+		return
+	}
+	out := svc.DeepCopy()
+	out.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: svc.Spec.ClusterIP}}
+	if _, err := s.cs.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		s.log.Error("stand-in load balancer address not written", "service", svc.Namespace+"/"+svc.Name, "error", err)
 	}
 }

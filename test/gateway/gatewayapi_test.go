@@ -123,32 +123,75 @@ func TestGatewayAPIEndToEnd(t *testing.T) {
 		return errors.New("not accepted yet")
 	})
 
-	// The leader deploys the Gateway (pilot/config/gateway/deploy), and
-	// its Service's address becomes the Gateway's.
-	var svcIP string
+	// The leader deploys the Gateway (pilot/config/gateway/deploy): its
+	// Service is a LoadBalancer, and no load balancer runs here, so the
+	// Gateway has no address yet (AddressNotAssigned, as istiod).
+	var svc *corev1.Service
 	testutil.EventuallyNoError(t, time.Minute, "Deployment and Service gw-istio", func() error {
 		if _, err := env.Clientset().AppsV1().Deployments(ns).Get(ctx, "gw-istio", metav1.GetOptions{}); err != nil {
 			return err
 		}
-		svc, err := env.Clientset().CoreV1().Services(ns).Get(ctx, "gw-istio", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		svcIP = svc.Spec.ClusterIP
-		return nil
+		var err error
+		svc, err = env.Clientset().CoreV1().Services(ns).Get(ctx, "gw-istio", metav1.GetOptions{})
+		return err
 	})
-	testutil.EventuallyNoError(t, time.Minute, "Gateway address "+svcIP, func() error {
-		g, err := v1.Gateways(ns).Get(ctx, "gw", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, a := range g.Status.Addresses {
-			if a.Value == svcIP {
-				return nil
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		t.Fatalf("Service gw-istio is of type %s, want LoadBalancer", svc.Spec.Type)
+	}
+	waitGateway := func(what, wantAddrs, wantProgrammed string) {
+		t.Helper()
+		testutil.EventuallyNoError(t, time.Minute, "Gateway "+what, func() error {
+			g, err := v1.Gateways(ns).Get(ctx, "gw", metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
+			var addrs []string
+			for _, a := range g.Status.Addresses {
+				addrs = append(addrs, string(*a.Type)+":"+a.Value)
+			}
+			programmed := ""
+			for _, c := range g.Status.Conditions {
+				if c.Type == string(gwv1.GatewayConditionProgrammed) {
+					programmed = string(c.Status) + "/" + c.Reason
+				}
+			}
+			if got := strings.Join(addrs, " "); got != wantAddrs || programmed != wantProgrammed {
+				return fmt.Errorf("addresses %q Programmed %s, want %q %s", got, programmed, wantAddrs, wantProgrammed)
+			}
+			return nil
+		})
+	}
+	waitGateway("without a load balancer address", "", "False/AddressNotAssigned")
+
+	// A load balancer gives the Service an address: it is the Gateway's.
+	setIngress := func(in corev1.LoadBalancerIngress) {
+		t.Helper()
+		testutil.EventuallyNoError(t, time.Minute, "Service gw-istio load balancer status", func() error {
+			cur, err := env.Clientset().CoreV1().Services(ns).Get(ctx, "gw-istio", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{in}
+			_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	setIngress(corev1.LoadBalancerIngress{IP: "192.0.2.10"})
+	waitGateway("with the load balancer's IP", "IPAddress:192.0.2.10", "True/Programmed")
+	setIngress(corev1.LoadBalancerIngress{Hostname: "lb.example.net"})
+	waitGateway("with the load balancer's host name", "Hostname:lb.example.net", "True/Programmed")
+	// The load balancer loses its address: pending again, and, as
+	// istiod, the address written stays.
+	testutil.EventuallyNoError(t, time.Minute, "Service gw-istio load balancer status cleared", func() error {
+		cur, err := env.Clientset().CoreV1().Services(ns).Get(ctx, "gw-istio", metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("addresses %v", g.Status.Addresses)
+		cur.Status.LoadBalancer.Ingress = nil
+		_, err = env.Clientset().CoreV1().Services(ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
 	})
+	waitGateway("with the load balancer pending again", "Hostname:lb.example.net", "False/AddressNotAssigned")
 }
 
 // gatewayNode is the Envoy node of Gateway API Gateway gw's proxy in ns.

@@ -89,6 +89,8 @@ var deniedAccess = []access{
 	{"rbac.authorization.k8s.io", "clusterroles", "list", ""},
 	{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create", ""},
 	{"admissionregistration.k8s.io", "validatingwebhookconfigurations", "delete", ""},
+	{"gateway.networking.k8s.io", "gatewayclasses", "update", ""},
+	{"gateway.networking.k8s.io", "gatewayclasses", "delete", ""},
 }
 
 // istioKindVerbs are the verbs on each Istio kind pilot-discovery watches.
@@ -129,6 +131,9 @@ func statusWriteAccess() []access {
 var gatewayAPIAccess = []grant{
 	{"gateway.networking.k8s.io", []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes", "udproutes", "referencegrants", "listenersets", "backendtlspolicies"}, []string{"get", "list", "watch"}},
 	{"gateway.networking.k8s.io", []string{"gatewayclasses/status", "gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status", "tcproutes/status", "udproutes/status", "listenersets/status", "backendtlspolicies/status"}, []string{"update"}},
+	// pilot/config/gateway.EnsureClasses: the default GatewayClasses, created
+	// when missing, never updated or deleted.
+	{"gateway.networking.k8s.io", []string{"gatewayclasses"}, []string{"create"}},
 	// pilot/config/gateway/deploy: each Gateway's ServiceAccount,
 	// Deployment, Service, HPA and PDB, server-side applied and deleted
 	// with it.

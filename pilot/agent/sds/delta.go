@@ -62,6 +62,9 @@ func (st *deltaStream) handle(ctx context.Context, req *discoveryv3.DeltaDiscove
 		st.names[n] = struct{}{}
 		subscribed[n] = struct{}{}
 	}
+	if err := checkFileNames(st.names); err != nil {
+		return err
+	}
 	// An explicit subscription is answered even when nothing changed
 	// (the client may have lost it), except for the versions it declared
 	// on its first request.

@@ -96,9 +96,17 @@ func socketPath(t *testing.T) string {
 // startServer runs a Server on path with p until the test ends.
 func startServer(t *testing.T, p sds.Provider, path string) *running {
 	t.Helper()
+	return startWith(t, sds.Options{SocketPath: path, Provider: p})
+}
+
+// startWith runs a Server with o (its Log set to the returned logs) until
+// the test ends.
+func startWith(t *testing.T, o sds.Options) *running {
+	t.Helper()
 	logs := &testutil.Buffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := sds.New(sds.Options{SocketPath: path, Provider: p, Log: log})
+	o.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	path := o.SocketPath
+	srv := sds.New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{srv: srv, path: path, logs: logs, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- srv.Run(ctx) }()

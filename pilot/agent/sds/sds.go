@@ -2,9 +2,13 @@
 // the Secret Discovery Service (envoy.service.secret.v3), State of the World
 // and Delta, on the agent's Unix socket. Envoy reaches it as cluster
 // "sds-grpc" at ./var/run/secrets/workload-spiffe-uds/socket, and asks for the
-// two resources Istio's agent serves: "default" (key and chain) and "ROOTCA"
-// (trusted roots). Certificates come from a Provider; when the Provider says a
-// name changed, every stream watching it receives the new secret.
+// resources Istio's agent serves: "default" (key and chain) and "ROOTCA"
+// (trusted roots), which come from a Provider, and the file-mounted secrets
+// a DestinationRule names: "file-root:PATH" (a CA bundle file),
+// "file-root:system" (the OS CA bundle, istiod's default root for TLS
+// origination) and "file-cert:CERT~KEY" (a client certificate). When the
+// Provider says a name changed, or a watched file changes, every stream
+// watching it receives the new secret.
 package sds
 
 import (
@@ -17,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
@@ -71,7 +76,21 @@ type Options struct {
 	// Log receives the server's logs; nil discards them. Key material is
 	// never logged.
 	Log *slog.Logger
+	// OSRootPaths are where "file-root:system" is looked for, first
+	// existing file wins; nil is OSRootPaths().
+	OSRootPaths []string
+	// MaxFileSize bounds each file read for a file-mounted secret; zero is
+	// DefaultMaxFileSize.
+	MaxFileSize int64
+	// FileCheckInterval is how often the files of watched file-mounted
+	// secrets are checked for changes (size and modification time; Istio's
+	// agent watches them with inotify); zero is
+	// DefaultFileCheckInterval.
+	FileCheckInterval time.Duration
 }
+
+// DefaultFileCheckInterval is Options.FileCheckInterval's default.
+const DefaultFileCheckInterval = 5 * time.Second
 
 // Server is the SDS server. Create it with New and start it with Run.
 type Server struct {
@@ -79,6 +98,8 @@ type Server struct {
 	provider Provider
 	log      *slog.Logger
 	ready    chan struct{}
+	files    files
+	interval time.Duration
 
 	mu      sync.Mutex
 	streams map[*watcher]struct{}
@@ -90,11 +111,24 @@ func New(o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	f := files{osRoots: o.OSRootPaths, maxSize: o.MaxFileSize}
+	if f.osRoots == nil {
+		f.osRoots = OSRootPaths()
+	}
+	if f.maxSize <= 0 {
+		f.maxSize = DefaultMaxFileSize
+	}
+	interval := o.FileCheckInterval
+	if interval <= 0 {
+		interval = DefaultFileCheckInterval
+	}
 	return &Server{
 		path:     o.SocketPath,
 		provider: o.Provider,
 		log:      log.With("component", "sds"),
 		ready:    make(chan struct{}),
+		files:    f,
+		interval: interval,
 		streams:  make(map[*watcher]struct{}),
 	}
 }
@@ -127,6 +161,11 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.dispatch(runCtx, s.provider.Subscribe())
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.checkFiles(runCtx)
 	}()
 	serveErr := make(chan error, 1)
 	wg.Add(1)
@@ -187,13 +226,67 @@ func (s *Server) dispatch(ctx context.Context, changes <-chan string) {
 				return
 			}
 			s.log.Debug("secret changed", "resource", name)
-			s.mu.Lock()
-			for w := range s.streams {
-				w.notify(name)
-			}
-			s.mu.Unlock()
+			s.notifyAll(name)
 		}
 	}
+}
+
+// notifyAll tells every stream that secret name changed.
+func (s *Server) notifyAll(name string) {
+	s.mu.Lock()
+	for w := range s.streams {
+		w.notify(name)
+	}
+	s.mu.Unlock()
+}
+
+// checkFiles looks, every interval until ctx is done, at the files of the
+// file-mounted secrets some stream watches, and notifies the streams of
+// those whose files changed (or appeared: a stream's first answer may
+// have raced with a change). A notified stream sends only what differs
+// from what it sent, so a change that leaves the content alone costs a read.
+func (s *Server) checkFiles(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	stamps := map[string]string{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		watched := s.watchedFiles()
+		for name := range stamps {
+			if _, ok := watched[name]; !ok {
+				delete(stamps, name)
+			}
+		}
+		for name := range watched {
+			st := s.files.stamp(name)
+			if old, seen := stamps[name]; !seen || old != st {
+				stamps[name] = st
+				if seen {
+					s.log.Info("secret file changed", "resource", name)
+				}
+				s.notifyAll(name)
+			}
+		}
+	}
+}
+
+// watchedFiles is the union of the file-mounted names the streams watch.
+func (s *Server) watchedFiles() map[string]struct{} {
+	out := map[string]struct{}{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.streams {
+		w.mu.Lock()
+		for _, n := range w.files {
+			out[n] = struct{}{}
+		}
+		w.mu.Unlock()
+	}
+	return out
 }
 
 func (s *Server) register(w *watcher) {

@@ -28,18 +28,23 @@ type resource struct {
 	any     *anypb.Any
 }
 
-// checkNames refuses any name but the two the agent serves, with
-// InvalidArgument naming the resource. This is stricter than Istio: its
-// SecretManagerClient reads "file-cert:"/"file-root:" names from files and
-// answers any other non-ROOTCA name with the workload certificate; we serve
-// no file-mounted names and treat any other name as a configuration mistake
-// worth a loud error.
+// checkNames refuses any name but those the agent serves ("default",
+// "ROOTCA" and well-formed file-mounted names, see file.go), with
+// InvalidArgument naming the resource. Istio's SecretManagerClient answers
+// any other non-ROOTCA name with the workload certificate; we treat it as a
+// configuration mistake worth a loud error.
 func checkNames(names []string) error {
 	for _, n := range names {
-		if n != WorkloadCertName && n != RootCertName {
-			return status.Errorf(codes.InvalidArgument,
-				"sds: resource %q unknown: this agent serves only %q and %q", clientlog.Truncate(n, clientlog.MaxValue), WorkloadCertName, RootCertName)
+		if n == WorkloadCertName || n == RootCertName {
+			continue
 		}
+		if _, ok := parseFileName(n); ok {
+			continue
+		}
+		return status.Errorf(codes.InvalidArgument,
+			"sds: resource %q unknown: this agent serves %q, %q, %sPATH, %q and %sCERT%sKEY",
+			clientlog.Truncate(n, clientlog.MaxValue), WorkloadCertName, RootCertName, FileRootPrefix, SystemRootName,
+			FileCertPrefix, FileCertSeparator)
 	}
 	return nil
 }
@@ -47,16 +52,9 @@ func checkNames(names []string) error {
 // build fetches name from the provider and turns it into a validated
 // resource. Errors are gRPC statuses, fit to end the stream with.
 func (s *Server) build(ctx context.Context, name string) (*resource, error) {
-	item, err := s.provider.Get(ctx, name)
+	secret, err := s.secret(ctx, name)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
-		return nil, status.Errorf(codes.Unavailable, "sds: getting secret %q: %v", name, err)
-	}
-	secret, err := toSecret(name, item)
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	if err := secret.ValidateAll(); err != nil {
 		return nil, status.Errorf(codes.Internal, "sds: secret %q is invalid: %v", name, err)
@@ -71,6 +69,26 @@ func (s *Server) build(ctx context.Context, name string) (*resource, error) {
 		version: hex.EncodeToString(sum[:8]),
 		any:     &anypb.Any{TypeUrl: SecretTypeURL, Value: b},
 	}, nil
+}
+
+// secret is the secret name: read from its files for a file-mounted
+// name, else from the provider.
+func (s *Server) secret(ctx context.Context, name string) (*tlsv3.Secret, error) {
+	if isFileName(name) {
+		return s.files.secret(name)
+	}
+	item, err := s.provider.Get(ctx, name)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.Unavailable, "sds: getting secret %q: %v", name, err)
+	}
+	secret, err := toSecret(name, item)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return secret, nil
 }
 
 // buildAll builds names in sorted order.
@@ -151,6 +169,9 @@ type watcher struct {
 
 	mu      sync.Mutex
 	pending map[string]struct{}
+	// files are the file-mounted names the stream watches (see
+	// Server.checkFiles).
+	files []string
 }
 
 func newWatcher() *watcher {
@@ -165,6 +186,14 @@ func (w *watcher) notify(name string) {
 	case w.signal <- struct{}{}:
 	default:
 	}
+}
+
+// watch records the names the stream watches.
+func (w *watcher) watch(names map[string]struct{}) {
+	files := fileNamesOf(names)
+	w.mu.Lock()
+	w.files = files
+	w.mu.Unlock()
 }
 
 func (w *watcher) take() map[string]struct{} {

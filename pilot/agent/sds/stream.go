@@ -26,14 +26,14 @@ type service struct {
 func (v *service) StreamSecrets(stream secretv3.SecretDiscoveryService_StreamSecretsServer) error {
 	log := clientlog.Limited(v.s.log.With("protocol", "sotw"))
 	st := &sotwStream{s: v.s, stream: stream, log: log, names: map[string]struct{}{}, sent: map[string]string{}}
-	return serve(v.s, stream.Context(), log, stream.Recv, st.handle, st.push)
+	return serve(v.s, stream.Context(), log, stream.Recv, st.handle, st.push, func() map[string]struct{} { return st.names })
 }
 
 // DeltaSecrets serves an incremental SDS stream.
 func (v *service) DeltaSecrets(stream secretv3.SecretDiscoveryService_DeltaSecretsServer) error {
 	log := clientlog.Limited(v.s.log.With("protocol", "delta"))
 	st := &deltaStream{s: v.s, stream: stream, log: log, names: map[string]struct{}{}, sent: map[string]string{}}
-	return serve(v.s, stream.Context(), log, stream.Recv, st.handle, st.push)
+	return serve(v.s, stream.Context(), log, stream.Recv, st.handle, st.push, func() map[string]struct{} { return st.names })
 }
 
 // FetchSecrets (unary SDS) is not served; Istio's agent refuses it too.
@@ -44,9 +44,11 @@ func (v *service) FetchSecrets(context.Context, *discoveryv3.DiscoveryRequest) (
 // serve runs one stream: a goroutine reads requests, the loop answers them
 // and pushes changed secrets, one at a time, until the stream ends. The
 // reader ends with the stream, so nothing outlives the call. log is the
-// stream's (rate-limited) logger.
+// stream's (rate-limited) logger; names returns what the stream watches
+// after each request (at most maxFileNames file-mounted ones).
 func serve[Req any](s *Server, ctx context.Context, log *slog.Logger, recv func() (Req, error),
 	handle func(context.Context, Req) error, push func(context.Context, map[string]struct{}) error,
+	names func() map[string]struct{},
 ) error {
 	defer clientlog.Flush(context.Background(), log)
 	w := newWatcher()
@@ -84,6 +86,7 @@ func serve[Req any](s *Server, ctx context.Context, log *slog.Logger, recv func(
 				log.Warn("closing SDS stream", clientlog.Error("error", err))
 				return err
 			}
+			w.watch(names())
 		case <-w.signal:
 			if err := push(ctx, w.take()); err != nil {
 				log.Warn("closing SDS stream", clientlog.Error("error", err))
@@ -142,6 +145,9 @@ func (st *sotwStream) handle(ctx context.Context, req *discoveryv3.DiscoveryRequ
 		if _, ok := st.names[n]; !ok {
 			added = true
 		}
+	}
+	if err := checkFileNames(names); err != nil {
+		return err
 	}
 	st.names = names
 	for n := range st.sent {

@@ -154,6 +154,11 @@ func (t *translator) backendTLSPolicy(p *gwv1.BackendTLSPolicy) *policyState {
 			st.tls.SubjectAltNames = append(st.tls.SubjectAltNames, string(san.URI))
 		}
 	}
+	if len(st.tls.SubjectAltNames) == 0 {
+		// The spec: without subjectAltNames, the hostname authenticates
+		// the backend (its certificate must match it), not only SNI.
+		st.tls.SubjectAltNames = []string{string(v.Hostname)}
+	}
 	t.policyCA(st)
 	for _, ref := range p.Spec.TargetRefs {
 		tg := policyTarget{namespace: p.Namespace, name: string(ref.Name), section: string(deref(ref.SectionName, ""))}

@@ -270,8 +270,8 @@ func destinationRule(t *testing.T, out gateway.Output, svc string) *networking.D
 
 // TestBackendTLSPolicyRule checks the DestinationRule of a Service with a
 // policy for the whole Service and one for a port: top-level tls and a
-// port setting, SANs of both types, the ConfigMap as credential; and that
-// a conflicted policy is not applied.
+// port setting, SANs of both types (the hostname when none is given), the
+// ConfigMap as credential; and that a conflicted policy is not applied.
 func TestBackendTLSPolicyRule(t *testing.T) {
 	docs := policy("whole", 1, `{group: "", kind: Service, name: api}`, caRef) + "---\n" +
 		policy("admin", 2, `{group: "", kind: Service, name: api, sectionName: admin}`, caRef) + "---\n" +
@@ -296,6 +296,10 @@ spec:
 	tls := api.GetTrafficPolicy().GetTls()
 	if tls.GetMode() != networking.ClientTLSSettings_SIMPLE || tls.GetSni() != "backend.example.com" || tls.GetCredentialName() != "configmap://default/ca" {
 		t.Errorf("top-level tls %v, want SIMPLE, backend.example.com, configmap://default/ca (the older policy's)", tls)
+	}
+	// No subjectAltNames: the hostname authenticates the backend (spec).
+	if got := strings.Join(tls.GetSubjectAltNames(), ","); got != "backend.example.com" {
+		t.Errorf("subjectAltNames without any in the policy %q, want the hostname", got)
 	}
 	pls := api.GetTrafficPolicy().GetPortLevelSettings()
 	if len(pls) != 1 || pls[0].GetPort().GetNumber() != 9443 || pls[0].GetTls().GetSni() != "backend.example.com" {

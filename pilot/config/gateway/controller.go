@@ -13,6 +13,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -170,6 +171,21 @@ func (c *Controller) watchOptionalKinds() error {
 	}
 	c.opts.Log.Info("gateway api: optional kinds watched", "kinds", watched)
 	return errors.Join(errs...)
+}
+
+// GatewayInformers returns the informers of Gateways and GatewayClasses,
+// for another controller to share (one watch of each kind); Run starts
+// them.
+func (c *Controller) GatewayInformers() (gwinformersv1.GatewayInformer, gwinformersv1.GatewayClassInformer) {
+	v1 := c.factory.Gateway().V1()
+	return v1.Gateways(), v1.GatewayClasses()
+}
+
+// ListenerSetInformer returns the informer of ListenerSets, for another
+// controller to share; call it only when the cluster serves ListenerSet
+// (an informer of a kind not served never syncs). Run starts it.
+func (c *Controller) ListenerSetInformer() gwinformersv1.ListenerSetInformer {
+	return c.factory.Gateway().V1().ListenerSets()
 }
 
 // Resync asks for a new translation (coalesced with any pending one).

@@ -11,7 +11,6 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
-	"github.com/meshpilot/meshpilot/pilot/config/gateway/deploy"
 )
 
 // listener is one listener of a Gateway of ours, as translation sees it.
@@ -106,13 +105,9 @@ func (t *translator) buildGateway(gw *gwv1.Gateway) (*gatewayState, []model.Conf
 		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid),
 			"no listener is valid", gen))
 	}
-	st.status.Addresses = t.addresses(gw)
-	if len(st.status.Addresses) > 0 {
-		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen))
-	} else {
-		st.status.Conditions = append(st.status.Conditions, cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
-			fmt.Sprintf("no address: Service %s-%s not found", gw.Name, gw.Spec.GatewayClassName), gen))
-	}
+	addrs, programmed := t.programmed(gw, listenerPorts(gw))
+	st.status.Addresses = addrs
+	st.status.Conditions = append(st.status.Conditions, programmed)
 	return st, out
 }
 
@@ -348,27 +343,6 @@ func mixedTLSModes(a, b *gwv1.Listener) bool {
 		return deref(l.TLS.Mode, gwv1.TLSModeTerminate)
 	}
 	return a.Port == b.Port && a.Protocol == gwv1.TLSProtocolType && b.Protocol == gwv1.TLSProtocolType && mode(a) != mode(b)
-}
-
-// addresses are the Gateway's spec.addresses, else the address of the
-// Service istiod's deployment gives it (NAME-CLASS).
-func (t *translator) addresses(gw *gwv1.Gateway) []gwv1.GatewayStatusAddress {
-	var out []gwv1.GatewayStatusAddress
-	for _, a := range gw.Spec.Addresses {
-		if a.Value != "" {
-			out = append(out, gwv1.GatewayStatusAddress{Type: a.Type, Value: a.Value})
-		}
-	}
-	if len(out) > 0 || t.in.Service == nil {
-		return out
-	}
-	// The Service automated deployment made (deploy.Name: NAME-CLASS, made
-	// a valid name, or the name-override annotation).
-	svc := t.in.Service(fmt.Sprintf("%s.%s.svc.%s", deploy.Name(gw), gw.Namespace, t.in.domain()))
-	if svc == nil || svc.Address == "" {
-		return nil
-	}
-	return []gwv1.GatewayStatusAddress{{Type: ptr(gwv1.IPAddressType), Value: svc.Address}}
 }
 
 // allowsKind reports whether the listener takes routes of kind (its

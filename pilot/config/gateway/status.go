@@ -98,6 +98,12 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 			}
 			keepTransitionTimes(want.Listeners[i].Conditions, prev, now)
 		}
+		// As istiod: no address is reported until there is one, and then
+		// one is never taken away (a load balancer's address pending
+		// again keeps the last).
+		if len(want.Addresses) == 0 {
+			want.Addresses = cur.Status.Addresses
+		}
 		if equality.Semantic.DeepEqual(cur.Status, want) {
 			continue
 		}

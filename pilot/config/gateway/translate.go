@@ -232,9 +232,9 @@ func sortedRoutes(list []*translatedRoute) []*translatedRoute {
 // Unsupported, and their Gateways are left alone.
 func unsupportedController(name gwv1.GatewayController) (why string, ok bool) {
 	switch name {
-	case "istio.io/unmanaged-gateway":
+	case UnmanagedController:
 		return "meshpilot does not serve remote (unmanaged) gateways: a Gateway of this class is neither deployed nor configured", true
-	case "istio.io/mesh-controller":
+	case MeshController:
 		return "meshpilot does not serve ambient mode: waypoints are not deployed or configured", true
 	}
 	return "", false

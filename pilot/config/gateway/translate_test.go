@@ -7,6 +7,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
 	"github.com/meshpilot/meshpilot/pilot/config/gateway"
@@ -100,7 +101,7 @@ func TestListenerStatus(t *testing.T) {
 			t.Errorf("listener %s: %s\nwant %s", name, got[name], w)
 		}
 	}
-	if c := conditions(out.Gateways[types.NamespacedName{Namespace: "default", Name: "gw"}].Conditions); c != "Accepted=True/ListenersNotValid Programmed=False/AddressNotAssigned" {
+	if c := conditions(out.Gateways[types.NamespacedName{Namespace: "default", Name: "gw"}].Conditions); c != "Accepted=True/ListenersNotValid Programmed=False/AddressNotUsable" {
 		t.Errorf("gateway: %s", c)
 	}
 	// Only the valid listener became an Istio Gateway.
@@ -450,9 +451,10 @@ spec:
 	}
 }
 
-// TestAddressesFromDeployedService: a Gateway's address is the cluster IP
-// of the Service automated deployment made for it, by deploy.Name: the
-// name-override annotation, or NAME-CLASS made a valid Service name.
+// TestAddressesFromDeployedService: a Gateway's Service is the one
+// automated deployment made for it, by deploy.Name: the name-override
+// annotation, or NAME-CLASS made a valid Service name. Without an
+// external address, class istio reports its host name, as istiod.
 func TestAddressesFromDeployedService(t *testing.T) {
 	var in gateway.Input
 	if err := in.DecodeAll([]byte(classYAML+`---
@@ -482,10 +484,10 @@ spec:
 		nt.KubeService("front", "default", "10.0.0.91", model.Port{Name: "http", Port: 80}),
 	})
 	out := gateway.Translate(in)
-	for name, want := range map[string]string{"edge.example": "10.0.0.90", "renamed": "10.0.0.91"} {
+	for name, want := range map[string]string{"edge.example": "edge-example-istio.default.svc.cluster.local", "renamed": "front.default.svc.cluster.local"} {
 		st := out.Gateways[types.NamespacedName{Namespace: "default", Name: name}]
-		if len(st.Addresses) != 1 || st.Addresses[0].Value != want {
-			t.Errorf("Gateway %s addresses %v, want %s", name, st.Addresses, want)
+		if len(st.Addresses) != 1 || st.Addresses[0].Value != want || *st.Addresses[0].Type != gwv1.HostnameAddressType {
+			t.Errorf("Gateway %s addresses %v, want Hostname %s", name, st.Addresses, want)
 		}
 	}
 }

@@ -126,7 +126,7 @@ func trafficPolicy(prefix string, portLevel bool) []Field {
 		{prefix + ".outlierDetection.consecutiveErrors", Unsupported, "deprecated; use consecutive5xxErrors"},
 		{prefix + ".outlierDetection.outlierDetectionHttpErrorCodes", Supported, "HttpProtocolOptions outlier_detection error matcher on :status, HTTP ports; " + grpcOnly},
 		{prefix + ".tls", Supported, "DISABLE, SIMPLE, MUTUAL, ISTIO_MUTUAL; credentialName over SDS; proxyless gRPC: ignored"},
-		{prefix + ".tls.caCrl", Supported, "validation context crl file (ISTIO_MUTUAL, and SIMPLE/MUTUAL with caCertificates); ignored with credentialName, whose Secret carries the CRL"},
+		{prefix + ".tls.caCrl", Supported, "validation context crl file (ISTIO_MUTUAL, and SIMPLE/MUTUAL verified with a file root: caCertificates or, with VERIFY_CERTIFICATE_AT_CLIENT, the OS bundle); ignored with credentialName, whose Secret carries the CRL"},
 	}
 	if portLevel {
 		return append(out, Field{prefix + ".port", Supported, ""})

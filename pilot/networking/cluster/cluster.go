@@ -228,10 +228,11 @@ func outbound(push *model.PushContext, svc *model.Service, port model.Port, subs
 	if svc.Resolution != model.Passthrough {
 		applyLB(c, policy.GetLoadBalancer())
 	}
-	if err := applyHTTPOptions(c, port, policy, push.Mesh); err != nil {
+	verify := !push.SkipVerifyCertAtClient
+	if err := applyHTTPOptions(c, port, policy, push.Mesh, verify); err != nil {
 		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}
-	t := tlsTarget{port: port, subset: subset, host: svc.Hostname, serviceAccounts: sas}
+	t := tlsTarget{port: port, subset: subset, host: svc.Hostname, serviceAccounts: sas, verifyAtClient: verify}
 	if err := applyTLS(c, policy.GetTls(), t); err != nil {
 		return nil, fmt.Errorf("service %s port %d: %w", svc.Hostname, port.Port, err)
 	}

@@ -76,7 +76,9 @@ func applyConnectionPool(c *clusterv3.Cluster, cp *networking.ConnectionPoolSett
 // options idleTimeout (http's, else tcp's, as Istio), maxRequestsPerConnection
 // and tcp.maxConnectionDuration, and, on HTTP ports, the outlier detection
 // error matcher of outlierDetection.outlierDetectionHttpErrorCodes.
-func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, policy *networking.TrafficPolicy, mesh *meshconfig.MeshConfig) error {
+//
+// verifyAtClient is VERIFY_CERTIFICATE_AT_CLIENT (see autoSNI).
+func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, policy *networking.TrafficPolicy, mesh *meshconfig.MeshConfig, verifyAtClient bool) error {
 	cp, tls := policy.GetConnectionPool(), policy.GetTls()
 	common := &corev3.HttpProtocolOptions{}
 	hasCommon := false
@@ -101,7 +103,7 @@ func applyHTTPOptions(c *clusterv3.Cluster, port model.Port, policy *networking.
 		// Needs an explicit protocol below, like the common options.
 		opts.OutlierDetection, hasCommon = outlierErrorMatcher(codes), true
 	}
-	if auto := autoSNI(tls); auto != nil {
+	if auto := autoSNI(tls, verifyAtClient); auto != nil {
 		// Needs an explicit protocol below, like the common options.
 		opts.UpstreamHttpProtocolOptions, hasCommon = auto, true
 	}
@@ -230,15 +232,16 @@ func applyOutlierDetection(c *clusterv3.Cluster, od *networking.OutlierDetection
 // no sni: Envoy takes the SNI from each request's host (auto_sni) and, with
 // no subjectAltNames and verification on, checks the server certificate
 // against it (auto_san_validation), as istiod does with ENABLE_AUTO_SNI and
-// VERIFY_CERTIFICATE_AT_CLIENT, both on by default. Nil when not applicable.
-func autoSNI(tls *networking.ClientTLSSettings) *corev3.UpstreamHttpProtocolOptions {
+// VERIFY_CERTIFICATE_AT_CLIENT, both on by default (verifyAtClient is the
+// latter; off, auto_san_validation is not set). Nil when not applicable.
+func autoSNI(tls *networking.ClientTLSSettings, verifyAtClient bool) *corev3.UpstreamHttpProtocolOptions {
 	mode := tls.GetMode()
 	if (mode != networking.ClientTLSSettings_SIMPLE && mode != networking.ClientTLSSettings_MUTUAL) || tls.GetSni() != "" {
 		return nil
 	}
 	return &corev3.UpstreamHttpProtocolOptions{
 		AutoSni:           true,
-		AutoSanValidation: len(tls.GetSubjectAltNames()) == 0 && !tls.GetInsecureSkipVerify().GetValue(),
+		AutoSanValidation: verifyAtClient && len(tls.GetSubjectAltNames()) == 0 && !tls.GetInsecureSkipVerify().GetValue(),
 	}
 }
 

@@ -43,6 +43,24 @@ type tlsTarget struct {
 	host   string
 	// serviceAccounts are the destination's SPIFFE IDs, sorted.
 	serviceAccounts []string
+	// verifyAtClient is istiod's VERIFY_CERTIFICATE_AT_CLIENT: SIMPLE and
+	// MUTUAL without caCertificates verify against the OS CA bundle.
+	verifyAtClient bool
+}
+
+// SystemCACertificates is the caCertificates value Istio gives TLS
+// origination without one when VERIFY_CERTIFICATE_AT_CLIENT is on; its
+// agent SDS name, "file-root:system", is the proxy's OS CA bundle.
+const SystemCACertificates = "system"
+
+// rootCAFile is the caCertificates file tls verifies the server against:
+// its own, else, with verifyAtClient, SystemCACertificates; "" for none
+// (Istio rewrites an empty caCertificates to "system" the same way).
+func rootCAFile(tls *networking.ClientTLSSettings, verifyAtClient bool) string {
+	if ca := tls.GetCaCertificates(); ca != "" || !verifyAtClient {
+		return ca
+	}
+	return SystemCACertificates
 }
 
 // applyTLS sets the cluster's transport socket from tls (nil or DISABLE: none).
@@ -99,11 +117,11 @@ func upstreamTLS(tls *networking.ClientTLSSettings, t tlsTarget) *tlsv3.Upstream
 		default:
 			if mutual {
 				common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{
-					credential.AgentSDSConfig("file-cert:" + tls.GetClientCertificate() + "~" + tls.GetPrivateKey()),
+					credential.AgentSDSConfig(credential.FileCertPrefix + tls.GetClientCertificate() + credential.FileCertSeparator + tls.GetPrivateKey()),
 				}
 			}
-			if !skipVerify && tls.GetCaCertificates() != "" {
-				common.ValidationContextType = combined(sans, credential.AgentSDSConfig("file-root:"+tls.GetCaCertificates()))
+			if ca := rootCAFile(tls, t.verifyAtClient); !skipVerify && ca != "" {
+				common.ValidationContextType = combined(sans, credential.AgentSDSConfig(credential.FileRootPrefix+ca))
 				setCRL(common, tls.GetCaCrl())
 			}
 		}

@@ -31,8 +31,14 @@ func unsupported(p *networking.TrafficPolicy) trafficpolicy.Notes {
 	out.Add(od.GetConsecutiveErrors() != 0, "outlierDetection.consecutiveErrors", "deprecated and ignored; use consecutive5xxErrors")
 	tls := p.GetTls()
 	out.Add(tls.GetCaCrl() != "" && tls.GetCredentialName() != "", "tls.caCrl", "ignored with credentialName (the Secret carries the CRL)")
-	out.Add(tls.GetCaCrl() != "" && tls.GetCredentialName() == "" && tls.GetCaCertificates() == "" &&
-		tls.GetMode() != networking.ClientTLSSettings_ISTIO_MUTUAL, "tls.caCrl", "needs caCertificates, ignored")
+	// Without caCertificates, SIMPLE and MUTUAL verify against the OS bundle
+	// (VERIFY_CERTIFICATE_AT_CLIENT, on by default), and the CRL applies;
+	// with that switch off it is ignored too, which a rule alone cannot tell.
+	mode := tls.GetMode()
+	verifies := mode == networking.ClientTLSSettings_ISTIO_MUTUAL ||
+		((mode == networking.ClientTLSSettings_SIMPLE || mode == networking.ClientTLSSettings_MUTUAL) && !tls.GetInsecureSkipVerify().GetValue())
+	out.Add(tls.GetCaCrl() != "" && tls.GetCredentialName() == "" && !verifies, "tls.caCrl",
+		"needs server certificate verification (ISTIO_MUTUAL, or SIMPLE or MUTUAL without insecureSkipVerify), ignored")
 	return out
 }
 

@@ -26,6 +26,14 @@ const (
 	// ConfigMapPrefix prefixes a credential that is the ca.crt of a
 	// ConfigMap ("configmap://NAMESPACE/NAME", a BackendTLSPolicy's CA).
 	ConfigMapPrefix = "configmap://"
+	// FileRootPrefix prefixes a CA bundle file the agent reads and serves
+	// ("file-root:PATH", a DestinationRule's caCertificates);
+	// "file-root:system" is the proxy's OS CA bundle.
+	FileRootPrefix = "file-root:"
+	// FileCertPrefix prefixes a client certificate and key the agent
+	// reads ("file-cert:CERT~KEY"); FileCertSeparator separates the two.
+	FileCertPrefix    = "file-cert:"
+	FileCertSeparator = "~"
 )
 
 // ResourceName is the SDS name of a credentialName, as istiod names it: a

@@ -21,11 +21,11 @@ import (
 	autoscalinglisters "k8s.io/client-go/listers/autoscaling/v2"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwinformersv1 "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions/apis/v1"
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 )
 
@@ -51,8 +51,18 @@ const (
 type Options struct {
 	// Kube applies and deletes the objects and watches those it made.
 	Kube kubernetes.Interface
-	// Gateways watches Gateways and GatewayClasses.
-	Gateways gwclient.Interface
+	// Gateways and Classes are the Gateway and GatewayClass informers
+	// this controller shares with the translation controller, so that
+	// each kind is watched once (gateway.Controller.GatewayInformers);
+	// their owner starts them.
+	Gateways gwinformersv1.GatewayInformer
+	Classes  gwinformersv1.GatewayClassInformer
+	// ListenerSets is the translation controller's ListenerSet informer,
+	// nil when the cluster does not serve ListenerSet (ListenerSetServed).
+	ListenerSets gwinformersv1.ListenerSetInformer
+	// Metadata watches the metadata of ConfigMaps (not their data), so a
+	// change of a Gateway's parametersRef ConfigMap reconciles it.
+	Metadata metadata.Interface
 	// Timeout bounds the API calls made for one Gateway; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -60,9 +70,9 @@ type Options struct {
 	// objects could not be applied is tried again (doubling from
 	// MinBackoff); zero takes the defaults.
 	MinBackoff, MaxBackoff time.Duration
-	// Resync is how often every Gateway is reconciled again, which picks
-	// up changes of parametersRef ConfigMaps (not watched); zero means
-	// DefaultResync.
+	// Resync is how often every Gateway is reconciled again (a safety
+	// net: changes of Gateways, their objects and their parametersRef
+	// ConfigMaps are watched); zero means DefaultResync.
 	Resync time.Duration
 	// Reconciled, when set, is told after each pass over a Gateway what
 	// was applied or deleted ("applied Service web-istio") and the error.
@@ -78,8 +88,8 @@ type Controller struct {
 
 // New returns a Controller; nothing runs until Run.
 func New(opts Options) (*Controller, error) {
-	if opts.Kube == nil || opts.Gateways == nil {
-		return nil, errors.New("gateway deployment controller: Kube and Gateways are required")
+	if opts.Kube == nil || opts.Gateways == nil || opts.Classes == nil || opts.Metadata == nil {
+		return nil, errors.New("gateway deployment controller: Kube, Gateways, Classes and Metadata are required")
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
@@ -99,11 +109,13 @@ func New(opts Options) (*Controller, error) {
 	return &Controller{opts: opts}, nil
 }
 
-// Run watches Gateways, GatewayClasses and the objects this controller
-// made (those labelled gateway.istio.io/managed), and reconciles each
-// Gateway after it or one of its objects changed, until ctx is done. Each
-// call starts from fresh caches, so a replica that leads again picks up
-// what changed meanwhile.
+// Run watches Gateways and GatewayClasses (through the shared informers),
+// the objects this controller made (those labelled
+// gateway.istio.io/managed) and the metadata of ConfigMaps, and
+// reconciles each Gateway after it, one of its objects or its
+// parametersRef ConfigMap changed, until ctx is done. Each call starts
+// its own caches of the objects made, so a replica that leads again picks
+// up what changed meanwhile.
 func (c *Controller) Run(ctx context.Context) error {
 	r, err := newRun(c.opts)
 	if err != nil {
@@ -127,16 +139,18 @@ func (p permanent) Unwrap() error { return p.error }
 
 // run is the state of one Run.
 type run struct {
-	opts      Options
-	gwFactory gwinformers.SharedInformerFactory
-	kFactory  informers.SharedInformerFactory
-	gateways  gwlisters.GatewayLister
-	classes   gwlisters.GatewayClassLister
-	deps      appslisters.DeploymentLister
-	svcs      corelisters.ServiceLister
-	sas       corelisters.ServiceAccountLister
-	hpas      autoscalinglisters.HorizontalPodAutoscalerLister
-	pdbs      policylisters.PodDisruptionBudgetLister
+	opts       Options
+	kFactory   informers.SharedInformerFactory
+	configMaps cache.SharedIndexInformer
+	// handlers registered on the shared informers, removed when Run ends.
+	handlers []sharedHandler
+	gateways gwlisters.GatewayLister
+	classes  gwlisters.GatewayClassLister
+	deps     appslisters.DeploymentLister
+	svcs     corelisters.ServiceLister
+	sas      corelisters.ServiceAccountLister
+	hpas     autoscalinglisters.HorizontalPodAutoscalerLister
+	pdbs     policylisters.PodDisruptionBudgetLister
 	// sets is nil when the cluster does not serve ListenerSet.
 	sets   gwlisters.ListenerSetLister
 	synced []cache.InformerSynced
@@ -149,8 +163,7 @@ type run struct {
 
 func newRun(opts Options) (*run, error) {
 	r := &run{
-		opts:      opts,
-		gwFactory: gwinformers.NewSharedInformerFactory(opts.Gateways, 0),
+		opts: opts,
 		kFactory: informers.NewSharedInformerFactoryWithOptions(opts.Kube, 0,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ManagedLabel + "=" + ManagedValue })),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -159,14 +172,13 @@ func newRun(opts Options) (*run, error) {
 		applied: map[objKey]applied{},
 		errs:    map[types.NamespacedName]string{},
 	}
-	gws, classes := r.gwFactory.Gateway().V1().Gateways(), r.gwFactory.Gateway().V1().GatewayClasses()
+	gws, classes := opts.Gateways, opts.Classes
 	deps, svcs, sas := r.kFactory.Apps().V1().Deployments(), r.kFactory.Core().V1().Services(), r.kFactory.Core().V1().ServiceAccounts()
 	hpas, pdbs := r.kFactory.Autoscaling().V2().HorizontalPodAutoscalers(), r.kFactory.Policy().V1().PodDisruptionBudgets()
 	r.gateways, r.classes, r.deps, r.svcs, r.sas = gws.Lister(), classes.Lister(), deps.Lister(), svcs.Lister(), sas.Lister()
 	r.hpas, r.pdbs = hpas.Lister(), pdbs.Lister()
 
-	gwInf := gws.Informer()
-	if _, err := gwInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := r.share(gws.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: r.enqueueObject,
 		UpdateFunc: func(oldObj, newObj any) {
 			// Status writes (attachedRoutes, conditions) change nothing here.
@@ -180,15 +192,17 @@ func newRun(opts Options) (*run, error) {
 		},
 		DeleteFunc: r.enqueueObject,
 	}); err != nil {
-		return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+		return nil, err
 	}
-	classInf := classes.Informer()
-	if _, err := classInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := r.share(classes.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueueClass,
 		UpdateFunc: func(_, n any) { r.enqueueClass(n) },
 		DeleteFunc: r.enqueueClass,
 	}); err != nil {
-		return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+		return nil, err
+	}
+	if err := r.watchConfigMaps(); err != nil {
+		return nil, err
 	}
 	owned := cache.ResourceEventHandlerFuncs{
 		AddFunc:    r.enqueueOwner,
@@ -201,19 +215,15 @@ func newRun(opts Options) (*run, error) {
 		}
 		r.synced = append(r.synced, inf.HasSynced)
 	}
-	r.synced = append(r.synced, gwInf.HasSynced, classInf.HasSynced)
-	if listenerSetServed(opts.Gateways) {
-		sets := r.gwFactory.Gateway().V1().ListenerSets()
-		setInf := sets.Informer()
-		if _, err := setInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if opts.ListenerSets != nil {
+		if err := r.share(opts.ListenerSets.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    r.enqueueListenerSet,
 			UpdateFunc: func(_, n any) { r.enqueueListenerSet(n) },
 			DeleteFunc: r.enqueueListenerSet,
 		}); err != nil {
-			return nil, fmt.Errorf("gateway deployment controller: handler: %w", err)
+			return nil, err
 		}
-		r.sets = sets.Lister()
-		r.synced = append(r.synced, setInf.HasSynced)
+		r.sets = opts.ListenerSets.Lister()
 	}
 	return r, nil
 }
@@ -269,11 +279,15 @@ func ownerGateway(m metav1.Object) (string, bool) {
 }
 
 func (r *run) run(ctx context.Context) error {
-	defer r.gwFactory.Shutdown()
+	defer r.unshare()
 	defer r.kFactory.Shutdown()
 	defer r.queue.ShutDown()
-	r.gwFactory.Start(ctx.Done())
 	r.kFactory.Start(ctx.Done())
+	cmCtx, stopConfigMaps := context.WithCancel(ctx)
+	var cmDone sync.WaitGroup
+	cmDone.Go(func() { r.configMaps.RunWithContext(cmCtx) })
+	defer cmDone.Wait()
+	defer stopConfigMaps()
 	if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
 		return nil
 	}
@@ -591,8 +605,8 @@ func (r *run) eachOwned(namespace, name string, fn func(objKey, metav1.Object)) 
 }
 
 // parameters returns the data of gw's parametersRef ConfigMap (nil when
-// it has none). A missing ConfigMap is a permanent error: the periodic
-// resync tries again.
+// it has none). A missing ConfigMap is a permanent error: its creation
+// reconciles gw again (watchConfigMaps).
 func (r *run) parameters(ctx context.Context, gw *gwv1.Gateway) (map[string]string, error) {
 	name, err := Parameters(gw)
 	if err != nil || name == "" {

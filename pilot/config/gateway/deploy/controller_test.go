@@ -22,8 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
@@ -130,11 +132,10 @@ func setup(t testing.TB) *fixture {
 func start(t *testing.T) *fixture {
 	t.Helper()
 	f := setup(t)
-	c, err := deploy.New(deploy.Options{
-		Kube: f.kube, Gateways: f.gw, Reconciled: f.passes.record,
-		MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
-		Log: slog.New(slog.NewTextHandler(f.logs, nil)),
-	})
+	opts := f.shared(t)
+	opts.Reconciled, opts.MinBackoff, opts.MaxBackoff = f.passes.record, 50*time.Millisecond, time.Second
+	opts.Log = slog.New(slog.NewTextHandler(f.logs, nil))
+	c, err := deploy.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +152,32 @@ func start(t *testing.T) *fixture {
 		}
 	})
 	return f
+}
+
+// shared starts Gateway, GatewayClass and (when served) ListenerSet
+// informers until the test ends, as the translation controller does for
+// the controller it shares them with, and returns Options with them, the
+// Kube client and a metadata client.
+func (f *fixture) shared(tb testing.TB) deploy.Options {
+	tb.Helper()
+	factory := gwinformers.NewSharedInformerFactory(f.gw, 0)
+	v1 := factory.Gateway().V1()
+	opts := deploy.Options{Kube: f.kube, Gateways: v1.Gateways(), Classes: v1.GatewayClasses()}
+	opts.Gateways.Informer()
+	opts.Classes.Informer()
+	if deploy.ListenerSetServed(f.gw) {
+		opts.ListenerSets = v1.ListenerSets()
+		opts.ListenerSets.Informer()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	tb.Cleanup(func() { cancel(); factory.Shutdown() })
+	meta, err := metadata.NewForConfig(env.Config())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts.Metadata = meta
+	return opts
 }
 
 func (f *fixture) createGateway(t *testing.T, gw *gwv1.Gateway) *gwv1.Gateway {
@@ -517,9 +544,9 @@ func (f *fixture) pdb(t *testing.T, name string, ok func(*policyv1.PodDisruption
 }
 
 // TestParameters: the horizontalPodAutoscaler and podDisruptionBudget keys
-// of a parametersRef ConfigMap make an HPA and a PDB; a key removed
-// removes its object (on the Gateway's next pass); deleting the Gateway
-// deletes them.
+// of a parametersRef ConfigMap make an HPA and a PDB; a change of the
+// ConfigMap changes them, a key removed removes its object, both without
+// a change of the Gateway's; deleting the Gateway deletes them.
 func TestParameters(t *testing.T) {
 	f := start(t)
 	cm, err := f.kube.CoreV1().ConfigMaps(f.ns).Create(t.Context(), &corev1.ConfigMap{
@@ -552,17 +579,62 @@ func TestParameters(t *testing.T) {
 		}
 		return ""
 	})
+	// The ConfigMap is watched (its metadata): a change reaches the
+	// objects at once, with no change of the Gateway's (the periodic
+	// resync is 5 minutes away).
+	cm.Data[deploy.OverlayHPA] = "spec:\n  minReplicas: 3\n  maxReplicas: 7\n"
 	delete(cm.Data, deploy.OverlayPDB)
 	if _, err := f.kube.CoreV1().ConfigMaps(f.ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// ConfigMaps are not watched: a change of the Gateway's (or the
-	// periodic resync) makes the next pass.
-	f.updateGateway(t, "scaled", func(g *gwv1.Gateway) { g.Annotations[deploy.ControllerVersionAnnotation] = "5" })
+	f.hpa(t, "scaled-istio", func(h *autoscalingv2.HorizontalPodAutoscaler) string {
+		if h == nil || h.Spec.MaxReplicas != 7 || h.Spec.MinReplicas == nil || *h.Spec.MinReplicas != 3 {
+			return fmt.Sprintf("%+v", h)
+		}
+		return ""
+	})
 	f.pdb(t, "scaled-istio", gone)
 	if err := f.gw.GatewayV1().Gateways(f.ns).Delete(t.Context(), "scaled", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.hpa(t, "scaled-istio", gone)
 	f.deployment(t, "scaled-istio", gone)
+}
+
+// TestParametersCreatedLater: a Gateway whose parametersRef ConfigMap does
+// not exist is not deployed; creating the ConfigMap deploys it (the
+// ConfigMap watch, not the 5-minute resync).
+func TestParametersCreatedLater(t *testing.T) {
+	f := start(t)
+	key := types.NamespacedName{Namespace: f.ns, Name: "later"}
+	f.createGateway(t, &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Name: "later"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "istio",
+			Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+			Infrastructure: &gwv1.GatewayInfrastructure{
+				ParametersRef: &gwv1.LocalParametersReference{Kind: "ConfigMap", Name: "later-params"},
+			}},
+	})
+	f.passes.waitPass(t, key, 0, func(p pass) bool { return p.err != nil && strings.Contains(p.err.Error(), "not found") })
+	// Another ConfigMap of the namespace, then the one named.
+	for _, name := range []string{"unrelated", "later-params"} {
+		if _, err := f.kube.CoreV1().ConfigMaps(f.ns).Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data:       map[string]string{deploy.OverlayHPA: "spec:\n  maxReplicas: 2\n"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.hpa(t, "later-istio", func(h *autoscalingv2.HorizontalPodAutoscaler) string {
+		if h == nil || h.Spec.MaxReplicas != 2 {
+			return fmt.Sprintf("%+v", h)
+		}
+		return ""
+	})
+	f.deployment(t, "later-istio", func(d *appsv1.Deployment) string {
+		if d == nil {
+			return "no Deployment"
+		}
+		return ""
+	})
 }

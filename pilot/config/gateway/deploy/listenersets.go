@@ -15,10 +15,10 @@ import (
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 )
 
-// listenerSetServed reports whether the cluster serves ListenerSet in
+// ListenerSetServed reports whether the cluster serves ListenerSet in
 // gateway.networking.k8s.io/v1 (an informer of a kind not served would
 // never sync).
-func listenerSetServed(c gwclient.Interface) bool {
+func ListenerSetServed(c gwclient.Interface) bool {
 	list, err := c.Discovery().ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
 	if err != nil {
 		return false
