@@ -29,10 +29,10 @@ import (
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/tests"
 	"sigs.k8s.io/gateway-api/conformance/utils/config"
+	"sigs.k8s.io/gateway-api/conformance/utils/grpc"
 	"sigs.k8s.io/gateway-api/conformance/utils/roundtripper"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/meshpilot/meshpilot/internal/kubetest"
 	"github.com/meshpilot/meshpilot/internal/testutil"
@@ -42,17 +42,38 @@ import (
 
 var reportDir = flag.String("report-dir", "", "directory to write gateway-api-conformance.md and its YAML report into (make conformance: docs)")
 
+// TestMain adds dialSubtests to -test.skip (after any given): the status
+// run must not dial the Gateway.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	skip := flag.Lookup("test.skip")
+	pattern := dialSkipPattern()
+	if given := skip.Value.String(); given != "" {
+		pattern = given + "|" + pattern
+	}
+	if err := skip.Value.Set(pattern); err != nil {
+		fmt.Fprintln(os.Stderr, "-test.skip:", err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
 // TestGatewayAPIConformance runs the Gateway API conformance suite
-// (GATEWAY-HTTP profile, the features GatewayClass istio reports) against
-// pilot-discovery in Kubernetes mode, leading, on a real kube-apiserver and
-// etcd with the chart's Gateway API CRDs. Tests that send requests are
-// skipped (noTraffic); every other test of a supported feature must pass.
-// Then the tests that check status before sending requests run again,
-// apart, each subtest sending a request skipped: their status checks must
+// (the profiles of profiles, with the features GatewayClass istio reports)
+// against pilot-discovery in Kubernetes mode, leading, on a real
+// kube-apiserver and etcd with the chart's Gateway API CRDs. Tests that
+// send requests or dial the Gateway are skipped (noTraffic); every other
+// test of a supported feature must pass. Then the tests that check status
+// before sending requests run again, apart, each subtest sending a request
+// or RPC skipped and each dialling one not run: their status checks must
 // pass too. With -report-dir it writes the suite's report and a summary.
 func TestGatewayAPIConformance(t *testing.T) {
 	start := time.Now()
 	ctx := t.Context()
+	ps, err := runProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// controller-runtime (the suite's client) logs nothing we read.
 	crlog.SetLogger(logr.Discard())
 	env := kubetest.Start(t)
@@ -102,7 +123,7 @@ func TestGatewayAPIConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	options := func(skip []string, rt roundtripper.RoundTripper, res *results) suite.ConformanceOptions {
+	options := func(skip []string, rt noTrafficClient, res *results) suite.ConformanceOptions {
 		return suite.ConformanceOptions{
 			ConfigurableOptions: suite.ConfigurableOptions{
 				GatewayClassName:     gateway.ClassName,
@@ -111,9 +132,9 @@ func TestGatewayAPIConformance(t *testing.T) {
 				// would otherwise open what the next expects closed.
 				CleanupTestResources: true,
 				SkipTests:            skip,
-				SupportedFeatures:    httpProfileFeatures(),
+				SupportedFeatures:    runFeatures(ps),
 				TimeoutConfig:        timeouts(),
-				ConformanceProfiles:  []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName},
+				ConformanceProfiles:  profileNames(ps),
 				Implementation: confv1.Implementation{
 					Organization: "meshpilot", Project: "meshpilot",
 					URL: "https://github.com/meshpilot/meshpilot", Version: "main",
@@ -125,6 +146,7 @@ func TestGatewayAPIConformance(t *testing.T) {
 			Clientset:     env.Clientset(),
 			RestConfig:    env.Config(),
 			RoundTripper:  rt,
+			GRPCClient:    rt,
 			ManifestFS:    []fs.FS{&conformance.Manifests},
 			Hook:          res.record,
 		}
@@ -133,13 +155,14 @@ func TestGatewayAPIConformance(t *testing.T) {
 	// The suite, as an implementation runs it for its report, minus the
 	// tests that send requests. t.Run returns once its parallel tests are
 	// done too, and the suite's cleanup has run (Report waits for it).
-	res := &results{byName: map[string]result{}}
+	res := newResults()
 	cs, err := suite.NewConformanceTestSuite(options(sets.List(sets.KeySet(noTraffic)), noDataPlane{}, res))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("suite", func(t *testing.T) {
 		cs.Setup(t, tests.ConformanceTests)
+		res.start()
 		if err := cs.Run(t, tests.ConformanceTests); err != nil {
 			t.Fatal(err)
 		}
@@ -154,13 +177,13 @@ func TestGatewayAPIConformance(t *testing.T) {
 	// is skipped at its first request. These results stay out of the
 	// suite's report (which lists the tests as skipped); the summary gives
 	// them apart.
-	statusOnly := &results{byName: map[string]result{}}
+	statusOnly := newResults()
 	skipper := &skipRequests{skipped: map[string][]string{}}
 	var statusTests []suite.ConformanceTest
 	for _, ct := range tests.ConformanceTests {
 		// Every test that sends requests checks status first; the mirror
 		// tests' other checks read backend logs, which cannot be skipped.
-		if r := noTraffic[ct.ShortName]; r == reqTraffic {
+		if r := noTraffic[ct.ShortName]; r != "" && r != reqLogs {
 			statusTests = append(statusTests, ct)
 		}
 	}
@@ -169,38 +192,60 @@ func TestGatewayAPIConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs2.ControllerName, cs2.Applier = cs.ControllerName, cs.Applier
-	t.Run("status-of-skipped-tests", func(t *testing.T) {
+	t.Run(statusRun, func(t *testing.T) {
+		statusOnly.start()
 		if err := cs2.Run(t, statusTests); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if *reportDir != "" {
-		if err := writeReports(*reportDir, report, res, statusOnly, skipper, cs.SupportedFeatures, time.Since(start)); err != nil {
+		if err := writeReports(*reportDir, ps, report, res, statusOnly, skipper, cs.SupportedFeatures, time.Since(start)); err != nil {
 			t.Error(err)
 		}
 	}
 }
 
-// skipRequests skips, at its first request, every subtest that sends one:
-// what runs of a test is its status checks.
+// noTrafficClient is what sends the suite's requests (HTTP and TLS, through
+// the round tripper) and RPCs.
+type noTrafficClient interface {
+	roundtripper.RoundTripper
+	grpc.Client
+}
+
+// skipRequests skips, at its first request or RPC, every subtest that
+// sends one: what runs of a test is its status checks.
 type skipRequests struct {
 	mu      sync.Mutex
 	skipped map[string][]string // test -> subtests skipped
 }
 
-// CaptureRoundTrip implements roundtripper.RoundTripper. The suite calls it
-// on the goroutine of the (sub)test sending the request.
-func (s *skipRequests) CaptureRoundTrip(r roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
-	name := r.T.Name()
+// skip skips t, the (sub)test sending what, on its own goroutine.
+func (s *skipRequests) skip(t *testing.T, what string) {
+	name := t.Name()
 	parts := strings.SplitN(name, "/", 4) // TestX/status-of-skipped-tests/Test/sub...
 	s.mu.Lock()
 	if len(parts) >= 3 {
 		s.skipped[parts[2]] = append(s.skipped[parts[2]], name)
 	}
 	s.mu.Unlock()
-	r.T.Skipf("no data plane: request to %s not sent", r.URL.String())
+	t.Skipf("no data plane: %s not sent", what)
+}
+
+// CaptureRoundTrip implements roundtripper.RoundTripper. The suite calls it
+// on the goroutine of the (sub)test sending the request.
+func (s *skipRequests) CaptureRoundTrip(r roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
+	s.skip(r.T, "request to "+r.URL.String())
 	return nil, nil, errors.New("unreachable")
 }
+
+// SendRPC implements grpc.Client, as CaptureRoundTrip does.
+func (s *skipRequests) SendRPC(t *testing.T, address string, _ grpc.ExpectedResponse, _ time.Duration) (*grpc.Response, error) {
+	s.skip(t, "RPC to "+address)
+	return nil, errors.New("unreachable")
+}
+
+// Close implements grpc.Client.
+func (s *skipRequests) Close() {}
 
 // timeouts are the suite's, shortened: meshpilot writes status within
 // about a second, so a status that is wrong fails in seconds, not minutes.
@@ -229,14 +274,23 @@ func timeouts() config.TimeoutConfig {
 	return tc
 }
 
-// noDataPlane refuses every request: nothing here carries traffic. A test
-// that sends one and is not in noTraffic fails, naming the request.
+// noDataPlane refuses every request and RPC: nothing here carries
+// traffic. A test that sends one and is not in noTraffic fails, naming the
+// request.
 type noDataPlane struct{}
 
 // CaptureRoundTrip implements roundtripper.RoundTripper.
 func (noDataPlane) CaptureRoundTrip(r roundtripper.Request) (*roundtripper.CapturedRequest, *roundtripper.CapturedResponse, error) {
 	return nil, nil, errors.New("no data plane in this environment: request to " + r.URL.String() + " not sent (add the test to noTraffic)")
 }
+
+// SendRPC implements grpc.Client.
+func (noDataPlane) SendRPC(_ *testing.T, address string, _ grpc.ExpectedResponse, _ time.Duration) (*grpc.Response, error) {
+	return nil, errors.New("no data plane in this environment: RPC to " + address + " not sent (add the test to noTraffic)")
+}
+
+// Close implements grpc.Client.
+func (noDataPlane) Close() {}
 
 // result is how one conformance test ended.
 type result string
@@ -247,10 +301,26 @@ const (
 	skipped result = "skipped"
 )
 
-// results collects each test's outcome from the suite's hook.
+// results collects each test's outcome from the suite's hook, and the
+// time it took: the suite runs its tests one after the other (only the
+// subtests of one run in parallel) and calls the hook as each ends, so a
+// test took the time since the previous hook (or start).
 type results struct {
 	mu     sync.Mutex
 	byName map[string]result
+	took   map[string]time.Duration
+	last   time.Time
+}
+
+func newResults() *results {
+	return &results{byName: map[string]result{}, took: map[string]time.Duration{}}
+}
+
+// start marks the start of a run.
+func (r *results) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = time.Now()
 }
 
 func (r *results) record(t *testing.T, test suite.ConformanceTest, _ *suite.ConformanceTestSuite) {
@@ -261,24 +331,10 @@ func (r *results) record(t *testing.T, test suite.ConformanceTest, _ *suite.Conf
 	case t.Skipped():
 		out = skipped
 	}
+	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.byName[test.ShortName] = out
-}
-
-// httpProfileFeatures are the features GatewayClass istio advertises that
-// belong to the GATEWAY-HTTP profile run here (Gateway, HTTPRoute,
-// ReferenceGrant, BackendTLSPolicy and ListenerSet ones). The GRPCRoute, TLSRoute and TCPRoute features it
-// also advertises are left out: the suite would run their tests, which all
-// carry traffic (the TLS and TCP ones dial the Gateway themselves, past
-// the round tripper that refuses requests), so their profiles are not run
-// (docs/gateway-api-conformance.md).
-func httpProfileFeatures() []features.FeatureName {
-	var out []features.FeatureName
-	for _, f := range gateway.SupportedFeatures() {
-		if strings.HasPrefix(f, "Gateway") || strings.HasPrefix(f, "HTTPRoute") || f == "ReferenceGrant" || strings.HasPrefix(f, "BackendTLSPolicy") || f == "ListenerSet" {
-			out = append(out, features.FeatureName(f))
-		}
-	}
-	return out
+	r.took[test.ShortName] = now.Sub(r.last)
+	r.last = now
 }

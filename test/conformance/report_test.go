@@ -2,16 +2,21 @@ package conformance_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/tests"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
+
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 )
 
 // Files written into -report-dir.
@@ -21,12 +26,13 @@ const (
 )
 
 // writeReports writes the suite's ConformanceReport (YAML) and a markdown
-// summary of it: supported features, then the tests passed, failed,
-// skipped with their reason, and not run for want of a feature.
+// summary of it: per profile of ps, then supported features, then the
+// tests passed, failed, skipped with their reason, and not run for want of
+// a feature, each with the profiles it belongs to.
 //
 // statusOnly holds the results of the status part of the tests that send
 // requests (run apart, their request subtests skipped).
-func writeReports(dir string, report *confv1.ConformanceReport, res, statusOnly *results, skipper *skipRequests, supported suite.FeaturesSet, took time.Duration) error {
+func writeReports(dir string, ps []suite.ConformanceProfile, report *confv1.ConformanceReport, res, statusOnly *results, skipper *skipRequests, supported suite.FeaturesSet, took time.Duration) error {
 	raw, err := yaml.Marshal(report)
 	if err != nil {
 		return fmt.Errorf("conformance report: %w", err)
@@ -34,114 +40,176 @@ func writeReports(dir string, report *confv1.ConformanceReport, res, statusOnly 
 	if err := os.WriteFile(filepath.Join(dir, reportYAML), raw, 0o644); err != nil {
 		return fmt.Errorf("conformance report: %w", err)
 	}
-	var pass, fail, skip []string
-	unsupported := map[string][]string{} // missing features -> tests
 	res.mu.Lock()
+	defer res.mu.Unlock()
+	statusOnly.mu.Lock()
+	defer statusOnly.mu.Unlock()
+	skipper.mu.Lock()
+	defer skipper.mu.Unlock()
+
+	profilesOf := func(ct suite.ConformanceTest) string {
+		var names []string
+		for _, p := range ps {
+			if inProfile(ct, p) {
+				names = append(names, string(p.Name))
+			}
+		}
+		if len(names) == 0 {
+			return "none"
+		}
+		return strings.Join(names, ", ")
+	}
+	type tally struct {
+		pass, fail, skip, statusRun, statusPass, notRun int
+		took                                            time.Duration
+	}
+	perProfile := make([]tally, len(ps))
+	count := func(ct suite.ConformanceTest, f func(*tally)) {
+		for i, p := range ps {
+			if inProfile(ct, p) {
+				f(&perProfile[i])
+			}
+		}
+	}
+
+	// Features claimed but in no profile run are not tested either.
+	claimed := sets.New[features.FeatureName]()
+	for _, f := range gateway.SupportedFeatures() {
+		claimed.Insert(features.FeatureName(f))
+	}
+	var pass, fail, skip, status []string
+	statusFailed := 0
+	unsupported := map[string][]string{} // missing features -> tests
 	for _, ct := range tests.ConformanceTests {
 		var missing []string
 		for _, f := range ct.Features {
-			if !supported.Has(f) {
+			switch {
+			case claimed.Has(f) && !supported.Has(f):
+				missing = append(missing, string(f)+" (claimed; no profile run here has it)")
+			case !supported.Has(f):
 				missing = append(missing, string(f))
 			}
 		}
+		row := func(cols ...string) string {
+			return "| " + strings.Join(append([]string{ct.ShortName}, cols...), " | ") + " |"
+		}
+		count(ct, func(t *tally) { t.took += res.took[ct.ShortName] + statusOnly.took[ct.ShortName] })
 		switch {
 		case len(missing) > 0:
 			slices.Sort(missing)
 			k := strings.Join(missing, ", ")
 			unsupported[k] = append(unsupported[k], ct.ShortName)
+			count(ct, func(t *tally) { t.notRun++ })
 		case noTraffic[ct.ShortName] != "":
-			skip = append(skip, fmt.Sprintf("| %s | %s |", ct.ShortName, noTraffic[ct.ShortName]))
+			skip = append(skip, row(profilesOf(ct), noTraffic[ct.ShortName]))
+			count(ct, func(t *tally) { t.skip++ })
 		case res.byName[ct.ShortName] == passed:
-			pass = append(pass, ct.ShortName)
+			pass = append(pass, row(profilesOf(ct)))
+			count(ct, func(t *tally) { t.pass++ })
 		case res.byName[ct.ShortName] == skipped:
-			skip = append(skip, fmt.Sprintf("| %s | skipped by the suite itself (see the test log) |", ct.ShortName))
+			skip = append(skip, row(profilesOf(ct), "skipped by the suite itself (see the test log)"))
+			count(ct, func(t *tally) { t.skip++ })
 		default:
-			fail = append(fail, ct.ShortName)
+			fail = append(fail, row(profilesOf(ct)))
+			count(ct, func(t *tally) { t.fail++ })
+		}
+		if r, ran := statusOnly.byName[ct.ShortName]; ran && len(missing) == 0 {
+			ok := r == passed
+			if r == skipped && requestsLast[ct.ShortName] {
+				// Skipped at its first request, which comes after every
+				// status check: those all ran and passed.
+				ok, r = true, passed+" (skipped at its requests, which come last)"
+			}
+			if !ok {
+				statusFailed++
+			}
+			count(ct, func(t *tally) {
+				t.statusRun++
+				if ok {
+					t.statusPass++
+				}
+			})
+			requests := len(slices.Compact(slices.Sorted(slices.Values(skipper.skipped[ct.ShortName]))))
+			status = append(status, row(profilesOf(ct), string(r), fmt.Sprint(requests), fmt.Sprint(len(dialSubtests[ct.ShortName]))))
 		}
 	}
-	res.mu.Unlock()
-	slices.Sort(pass)
-	slices.Sort(fail)
-	slices.Sort(skip)
-	feats := make([]string, 0, supported.Len())
-	for f := range supported {
-		feats = append(feats, string(f))
+	for _, l := range [][]string{pass, fail, skip, status} {
+		slices.Sort(l)
 	}
-	slices.Sort(feats)
+	inRun := profileFeatures(ps)
 
-	var statusTable strings.Builder
-	statusOnly.mu.Lock()
-	skipper.mu.Lock()
-	var statusNames []string
-	for _, ct := range tests.ConformanceTests {
-		if _, ran := statusOnly.byName[ct.ShortName]; ran && supported.HasAll(ct.Features...) {
-			statusNames = append(statusNames, ct.ShortName)
-		}
-	}
-	slices.Sort(statusNames)
-	statusFailed := 0
-	for _, n := range statusNames {
-		res := statusOnly.byName[n]
-		if res == skipped && requestsLast[n] {
-			// Skipped at its first request, which comes after every
-			// status check: those all ran and passed.
-			res = passed + " (skipped at its requests, which come last)"
-		} else if res != passed {
-			statusFailed++
-		}
-		fmt.Fprintf(&statusTable, "| %s | %s | %d |\n", n, res, len(slices.Compact(slices.Sorted(slices.Values(skipper.skipped[n])))))
-	}
-	skipper.mu.Unlock()
-	statusOnly.mu.Unlock()
 	var b strings.Builder
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = string(p.Name)
+	}
 	fmt.Fprintf(&b, "# Gateway API conformance\n\n")
 	fmt.Fprintf(&b, "Generated by `make conformance` (test/conformance): the Gateway API project's\n"+
-		"conformance suite, sigs.k8s.io/gateway-api/conformance %s, profile %s, run against\n"+
+		"conformance suite, sigs.k8s.io/gateway-api/conformance %s, profiles %s, run against\n"+
 		"pilot-discovery (Kubernetes mode, leading) on a real kube-apiserver and etcd with the\n"+
 		"chart's standard-channel CRDs. The suite's own report is\n"+
-		"[%s](%s). Do not edit either by hand.\n\n", report.GatewayAPIVersion, suite.GatewayHTTPConformanceProfileName, reportYAML, reportYAML)
+		"[%s](%s). Do not edit either by hand.\n\n", report.GatewayAPIVersion, strings.Join(names, ", "), reportYAML, reportYAML)
 	fmt.Fprintf(&b, "The test API server has no kubelet, no controller-manager and no proxies, so no\n"+
-		"request is ever carried: tests that send requests are skipped, each listed below with\n"+
-		"the reason. The harness stands in for two missing parts only: one Pod per Deployment,\n"+
-		"reported Ready (the suite waits for its backends before status tests), and a load\n"+
-		"balancer that gives each LoadBalancer Service its cluster IP as ingress address. Each\n"+
-		"Gateway's Deployment, ServiceAccount and Service `NAME-istio` (whose load balancer\n"+
-		"address is the Gateway's address) come from pilot-discovery's own automated deployment,\n"+
-		"and all Gateway API status is written by pilot-discovery.\n\n")
-	fmt.Fprintf(&b, "**%d passed, %d failed, %d skipped** (sends requests), %d not run (feature not supported); "+
+		"request is ever carried: tests that send requests or RPCs, or dial the Gateway, are\n"+
+		"skipped, each listed below with the reason (on this machine a transparent proxy even\n"+
+		"answers any dial to a cluster IP, so a dial would prove nothing). The harness stands in\n"+
+		"for two missing parts only: one Pod per Deployment, reported Ready (the suite waits for\n"+
+		"its backends before status tests), and a load balancer that gives each LoadBalancer\n"+
+		"Service its cluster IP as ingress address. Each Gateway's Deployment, ServiceAccount\n"+
+		"and Service `NAME-istio` (whose load balancer address is the Gateway's address) come\n"+
+		"from pilot-discovery's own automated deployment, and all Gateway API status is written\n"+
+		"by pilot-discovery.\n\n")
+	fmt.Fprintf(&b, "**%d passed, %d failed, %d skipped** (sends requests), %d not run (feature not supported, or not in a profile run here); "+
 		"the status checks of %d skipped tests run apart: %d passed, %d failed. %s for the test run.\n\n",
-		len(pass), len(fail), len(skip), countAll(unsupported), len(statusNames), len(statusNames)-statusFailed, statusFailed, took.Round(time.Second))
-	fmt.Fprintf(&b, "## Supported features\n\nReported in GatewayClass `istio`'s status, from which the suite reads them:\n\n")
-	for _, f := range feats {
-		fmt.Fprintf(&b, "- %s\n", f)
+		len(pass), len(fail), len(skip), countAll(unsupported), len(status), len(status)-statusFailed, statusFailed, took.Round(time.Second))
+
+	fmt.Fprintf(&b, "## Profiles\n\n"+
+		"A test belongs to each profile that has all its features (as in the suite's report), so\n"+
+		"the Gateway tests count in every profile. Time is the sum of the profile's tests' own\n"+
+		"times, in the suite and in the status run; the whole run (API server, pilot-discovery,\n"+
+		"the suite's setup) took %s.\n\n"+
+		"| Profile | Passed | Failed | Skipped (sends requests) | Status checks run apart: passed | Not run (feature) | Time |\n|---|---|---|---|---|---|---|\n", took.Round(time.Second))
+	for i, p := range ps {
+		t := perProfile[i]
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d of %d | %d | %s |\n", p.Name, t.pass, t.fail, t.skip, t.statusPass, t.statusRun, t.notRun, t.took.Round(100*time.Millisecond))
 	}
-	fmt.Fprintf(&b, "\n## Passed (%d)\n\n", len(pass))
-	for _, n := range pass {
-		fmt.Fprintf(&b, "- %s\n", n)
+
+	fmt.Fprintf(&b, "\n## Supported features\n\nReported in GatewayClass `istio`'s status; the suite tests those of the profiles run:\n\n")
+	for _, f := range sets.List(claimed) {
+		note := ""
+		if !inRun.Has(f) {
+			note = " (in no profile run here: not tested)"
+		}
+		fmt.Fprintf(&b, "- %s%s\n", f, note)
+	}
+	fmt.Fprintf(&b, "\n## Passed (%d)\n\n| Test | Profiles |\n|---|---|\n", len(pass))
+	for _, l := range pass {
+		fmt.Fprintf(&b, "%s\n", l)
 	}
 	fmt.Fprintf(&b, "\n## Failed (%d)\n\n", len(fail))
 	if len(fail) == 0 {
 		fmt.Fprintf(&b, "None.\n")
+	} else {
+		fmt.Fprintf(&b, "| Test | Profiles |\n|---|---|\n")
 	}
-	for _, n := range fail {
-		fmt.Fprintf(&b, "- %s\n", n)
+	for _, l := range fail {
+		fmt.Fprintf(&b, "%s\n", l)
 	}
-	fmt.Fprintf(&b, "\n## Skipped (%d)\n\n| Test | Reason |\n|---|---|\n", len(skip))
+	fmt.Fprintf(&b, "\n## Skipped (%d)\n\n| Test | Profiles | Reason |\n|---|---|---|\n", len(skip))
 	for _, l := range skip {
 		fmt.Fprintf(&b, "%s\n", l)
 	}
 	fmt.Fprintf(&b, "\n## Status checks of the skipped tests\n\n"+
 		"Run apart, after the suite, outside its report: the whole test, except that each subtest\n"+
-		"sending a request is skipped at its first request. What remains is the test's own status\n"+
-		"checks (Gateway and route conditions, attachedRoutes, parents).\n\n| Test | Status checks | Request subtests skipped |\n|---|---|---|\n")
-	b.WriteString(statusTable.String())
-	fmt.Fprintf(&b, "\n## Not run: feature not supported (%d)\n\n| Missing features | Tests |\n|---|---|\n", countAll(unsupported))
-	keys := make([]string, 0, len(unsupported))
-	for k := range unsupported {
-		keys = append(keys, k)
+		"sending a request or RPC is skipped at its first one, and each subtest dialling the\n"+
+		"Gateway itself is not run (-test.skip). What remains is the test's own status\n"+
+		"checks (Gateway and route conditions, attachedRoutes, parents).\n\n"+
+		"| Test | Profiles | Status checks | Request subtests skipped | Dialling subtests not run |\n|---|---|---|---|---|\n")
+	for _, l := range status {
+		fmt.Fprintf(&b, "%s\n", l)
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	fmt.Fprintf(&b, "\n## Not run: feature not supported, or not in a profile run here (%d)\n\n| Missing features | Tests |\n|---|---|\n", countAll(unsupported))
+	for _, k := range slices.Sorted(maps.Keys(unsupported)) {
 		names := unsupported[k]
 		slices.Sort(names)
 		fmt.Fprintf(&b, "| %s | %s |\n", k, strings.Join(names, ", "))

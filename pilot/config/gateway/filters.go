@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -42,14 +43,31 @@ func (t *translator) applyFilter(h *networking.HTTPRoute, f gwv1.HTTPRouteFilter
 		if rr.StatusCode != nil {
 			rd.RedirectCode = uint32(*rr.StatusCode)
 		}
-		if rr.Port != nil {
+		// As istiod: with no port, the request's (the listener's), or
+		// the scheme's default when the scheme changes. That also makes
+		// a redirect with nothing but a status code valid.
+		switch {
+		case rr.Port != nil:
 			rd.RedirectPort = &networking.HTTPRedirect_Port{Port: uint32(*rr.Port)}
+		case rr.Scheme != nil:
+			rd.RedirectPort = &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_PROTOCOL_DEFAULT}
+		default:
+			rd.RedirectPort = &networking.HTTPRedirect_DerivePort{DerivePort: networking.HTTPRedirect_FROM_REQUEST_PORT}
 		}
 		if p := rr.Path; p != nil {
-			if p.Type != gwv1.FullPathHTTPPathModifier {
-				return "requestRedirect.path: only ReplaceFullPath is supported"
+			switch p.Type {
+			case gwv1.FullPathHTTPPathModifier:
+				rd.Uri = deref(p.ReplaceFullPath, "/")
+			case gwv1.PrefixMatchHTTPPathModifier:
+				// Set per match by routeRules, as a URLRewrite's
+				// prefix: the exact part of a PathPrefix redirects to
+				// the replacement, the part below it keeps its rest.
+				// An empty replacement is "/" (the spec's trailing-slash
+				// rules give both the same result).
+				rd.PrefixRewrite = cmp.Or(deref(p.ReplacePrefixMatch, ""), "/")
+			default:
+				return fmt.Sprintf("requestRedirect.path.type %q", p.Type)
 			}
-			rd.Uri = deref(p.ReplaceFullPath, "/")
 		}
 		h.Redirect = rd
 	case gwv1.HTTPRouteFilterURLRewrite:

@@ -104,6 +104,11 @@ func (t *translator) routeRules(r *gwv1.HTTPRoute) (rules []rule, resolved, acce
 				if part.prefixRewrite != nil && h.GetRewrite() != nil && h.GetRewrite().GetUri() != "" {
 					h.Rewrite.Uri = part.prefixRewrite(h.Rewrite.Uri)
 				}
+				if rd := h.GetRedirect(); rd.GetPrefixRewrite() != "" {
+					if msg := redirectPrefix(rd, part); msg != "" {
+						unsupported(fmt.Sprintf("rules[%d].matches[%d]: %s", ri, mi, msg))
+					}
+				}
 				rules = append(rules, rule{http: h, rank: part.rank, index: index})
 				index++
 			}
@@ -177,6 +182,31 @@ func retries(h *networking.HTTPRoute, r *gwv1.HTTPRouteRetry, to *gwv1.HTTPRoute
 	return ""
 }
 
+// redirectPrefix sets the path of a ReplacePrefixMatch redirect for one
+// match part, with the trailing-slash rules of a URLRewrite's prefix: a
+// whole path (an Exact match, or the exact part of a PathPrefix) is
+// redirected to the replacement itself (an empty one being "/"); below a
+// PathPrefix, Envoy swaps the matched "PREFIX/" for the replacement with
+// one trailing slash, so /foo/bar redirects to /bar for "/" and to
+// /to/bar for "/to" or "/to/". A regular expression match has no prefix
+// to replace: it says so.
+func redirectPrefix(rd *networking.HTTPRedirect, part matchPart) string {
+	to := rd.PrefixRewrite
+	switch {
+	case part.whole:
+		rd.PrefixRewrite = ""
+		rd.Uri = to
+		if part.prefixRewrite != nil {
+			rd.Uri = part.prefixRewrite(to)
+		}
+	case part.prefixRewrite != nil:
+		rd.PrefixRewrite = part.prefixRewrite(to)
+	default:
+		return "requestRedirect.path ReplacePrefixMatch needs a PathPrefix match"
+	}
+	return ""
+}
+
 // matchPart is one Istio match of a Gateway API match: a PathPrefix
 // becomes two, the exact path and the path followed by "/" (Istio's
 // prefix is not element-wise), each rewriting the prefix its own way.
@@ -184,6 +214,9 @@ type matchPart struct {
 	match         *networking.HTTPMatchRequest
 	rank          matchRank
 	prefixRewrite func(string) string
+	// whole: the match is of one whole path (Exact, or the exact part
+	// of a PathPrefix).
+	whole bool
 }
 
 func (t *translator) matchParts(m gwv1.HTTPRouteMatch) []matchPart {
@@ -221,7 +254,9 @@ func (t *translator) matchParts(m gwv1.HTTPRouteMatch) []matchPart {
 	}
 	switch typ {
 	case gwv1.PathMatchExact:
-		return []matchPart{with(&networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: value}}, rankExact)}
+		p := with(&networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: value}}, rankExact)
+		p.whole = true
+		return []matchPart{p}
 	case gwv1.PathMatchRegularExpression:
 		return []matchPart{with(&networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: value}}, rankRegex)}
 	}
@@ -238,6 +273,7 @@ func (t *translator) matchParts(m gwv1.HTTPRouteMatch) []matchPart {
 		}
 		return to
 	}
+	exact.whole = true
 	prefix := with(&networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: trimmed + "/"}}, rankPrefix)
 	prefix.prefixRewrite = func(to string) string { return strings.TrimRight(to, "/") + "/" }
 	return []matchPart{exact, prefix}

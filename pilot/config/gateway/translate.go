@@ -257,9 +257,9 @@ func ClassStatus(gen int64) gwv1.GatewayClassStatus {
 func SupportedFeatures() []string {
 	f := []string{
 		"Gateway", "HTTPRoute", "ReferenceGrant", "GRPCRoute", "TLSRoute", "TLSRouteModeTerminate", "TCPRoute",
-		// Not HTTPRoutePathRedirect: it includes ReplacePrefixMatch,
-		// which redirects do not support yet.
-		"HTTPRouteHostRewrite", "HTTPRouteMethodMatching",
+		"HTTPRouteHostRewrite", "HTTPRoutePathRedirect", "HTTPRouteDestinationPortMatching",
+		"HTTPRoute303RedirectStatusCode", "HTTPRoute307RedirectStatusCode", "HTTPRoute308RedirectStatusCode",
+		"HTTPRouteBackendRequestHeaderModification", "HTTPRouteMethodMatching",
 		"HTTPRoutePathRewrite", "HTTPRoutePortRedirect", "HTTPRouteQueryParamMatching",
 		"HTTPRouteRequestMirror", "HTTPRouteResponseHeaderModification", "HTTPRouteSchemeRedirect",
 		"HTTPRouteRequestTimeout", "HTTPRouteParentRefPort", "HTTPRouteCORS", "HTTPRouteRetry",

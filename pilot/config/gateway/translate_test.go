@@ -451,41 +451,6 @@ spec:
 	}
 }
 
-// TestPathRedirectNotClaimed mirrors the conformance test
-// HTTPRouteRedirectPath, whose routes redirect with ReplacePrefixMatch:
-// that is UnsupportedValue here, so the feature it belongs to
-// (HTTPRoutePathRedirect) must not be in the GatewayClass's status.
-func TestPathRedirectNotClaimed(t *testing.T) {
-	out := translateYAML(t, `
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: default}
-spec:
-  gatewayClassName: istio
-  listeners:
-  - {name: http, port: 80, protocol: HTTP}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: r, namespace: default}
-spec:
-  parentRefs: [{name: gw}]
-  rules:
-  - matches: [{path: {type: PathPrefix, value: /original-prefix}}]
-    filters:
-    - type: RequestRedirect
-      requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /replacement-prefix}}
-`)
-	if got := routeConds(t, out, "default", "r"); !strings.HasPrefix(got, "Accepted=False/UnsupportedValue") {
-		t.Errorf("route: %s, want Accepted=False/UnsupportedValue", got)
-	}
-	for _, f := range gateway.SupportedFeatures() {
-		if f == "HTTPRoutePathRedirect" {
-			t.Error("HTTPRoutePathRedirect is claimed, but ReplacePrefixMatch redirects are not supported")
-		}
-	}
-}
-
 // TestAddressesFromDeployedService: a Gateway's Service is the one
 // automated deployment made for it, by deploy.Name: the name-override
 // annotation, or NAME-CLASS made a valid Service name. Without an

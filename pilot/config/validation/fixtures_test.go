@@ -246,3 +246,32 @@ func TestWildcardCORSMethodOnlyFromGatewayAPI(t *testing.T) {
 		t.Error(`GatewayAPI validator accepted CORS method "FETCH"`)
 	}
 }
+
+// TestRelativeWeightsOnlyFromGatewayAPI: a written VirtualService's weights
+// are percentages adding up to 100; those of a spec translated from an
+// HTTPRoute are relative (GatewayAPI option), only never negative nor all
+// zero.
+func TestRelativeWeightsOnlyFromGatewayAPI(t *testing.T) {
+	vs := func(weights ...int32) *networking.VirtualService {
+		h := &networking.HTTPRoute{}
+		for _, w := range weights {
+			h.Route = append(h.Route, &networking.HTTPRouteDestination{Destination: &networking.Destination{Host: "a"}, Weight: w})
+		}
+		return &networking.VirtualService{Hosts: []string{"a.example.com"}, Http: []*networking.HTTPRoute{h}}
+	}
+	for _, tc := range []struct {
+		opts    Options
+		weights []int32
+		want    string
+	}{
+		{Options{}, []int32{1, 1}, "spec.http[0].route: weights of the 2 destinations add up to 2, want 100"},
+		{Options{GatewayAPI: true}, []int32{1, 1}, ""},
+		{Options{GatewayAPI: true}, []int32{1000000, 3}, ""},
+		{Options{GatewayAPI: true}, []int32{0, 0}, "spec.http[0].route: weights of the 2 destinations are all 0"},
+		{Options{GatewayAPI: true}, []int32{-1, 2}, "spec.http[0].route[0].weight: must not be negative, got -1"},
+	} {
+		if got := joinErrors(New(tc.opts).Spec(Meta{Name: "w", Namespace: "default"}, vs(tc.weights...))); got != tc.want {
+			t.Errorf("GatewayAPI=%v, weights %v: errors %q, want %q", tc.opts.GatewayAPI, tc.weights, got, tc.want)
+		}
+	}
+}

@@ -44,7 +44,9 @@ type Options struct {
 	// GatewayAPI validates specs translated from the Kubernetes Gateway
 	// API, which allows what a written Istio spec may not: the CORS
 	// method "*" (HTTPRoute's CORS filter; Envoy sends it as the
-	// header's value).
+	// header's value), and relative weights (a backendRef's weight is
+	// up to 1,000,000, and those of a rule need not add up to 100: two
+	// backends without one are 1 and 1; istiod serves them as given).
 	GatewayAPI bool
 }
 

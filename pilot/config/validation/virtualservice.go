@@ -410,8 +410,11 @@ func (c *checker) redirect(path string, r *networking.HTTPRedirect) {
 	if r == nil {
 		return
 	}
-	if r.GetUri() == "" && r.GetAuthority() == "" && r.GetRedirectPort() == nil && r.GetScheme() == "" {
+	if r.GetUri() == "" && r.GetPrefixRewrite() == "" && r.GetAuthority() == "" && r.GetRedirectPort() == nil && r.GetScheme() == "" {
 		c.add(path, "redirect must specify URI, authority, scheme, or port")
+	}
+	if r.GetUri() != "" && r.GetPrefixRewrite() != "" {
+		c.add(path, "redirect cannot specify both uri and prefixRewrite")
 	}
 	if code := r.GetRedirectCode(); code != 0 && (code < 300 || code > 399) {
 		c.add(at(path, "redirectCode"), "%d is not a valid redirect code, must be 3xx", code)
@@ -530,6 +533,10 @@ func (c *checker) routeDestinations(path string, ds []*networking.RouteDestinati
 // all-zero split, and scales the rest): each weight is 0..100 and, with
 // more than one destination, they add up to 100, as Istio's API asks.
 func (c *checker) weights(path string, weights []int32) {
+	if c.opts.GatewayAPI {
+		c.relativeWeights(path, weights)
+		return
+	}
 	var sum int64
 	inRange := true
 	for i, w := range weights {
@@ -541,6 +548,22 @@ func (c *checker) weights(path string, weights []int32) {
 	}
 	if inRange && len(weights) > 1 && sum != 100 {
 		c.add(path, "weights of the %d destinations add up to %d, want 100", len(weights), sum)
+	}
+}
+
+// relativeWeights checks the weights of a spec translated from the
+// Gateway API, as istiod does: none negative and, with more than one
+// destination, not all zero.
+func (c *checker) relativeWeights(path string, weights []int32) {
+	var sum int64
+	for i, w := range weights {
+		if w < 0 {
+			c.add(at(path, i, "weight"), "must not be negative, got %d", w)
+		}
+		sum += int64(w)
+	}
+	if len(weights) > 1 && sum == 0 {
+		c.add(path, "weights of the %d destinations are all 0", len(weights))
 	}
 }
 
