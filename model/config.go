@@ -48,6 +48,12 @@ type Meta struct {
 	CreationTimestamp time.Time
 	// Source says where the object came from ("file.yaml#2"), for messages.
 	Source string
+	// GatewayAPI marks an Istio Gateway the Gateway API translator
+	// generated (pilot/config/gateway). No config source sets it: a
+	// hand-written object can never claim it, so it may carry rights a
+	// hand-written one has not (its kubernetes-gateway:// credentials,
+	// verified by the translator against ReferenceGrants).
+	GatewayAPI bool
 }
 
 // Config is one configuration object: metadata and an istio.io/api spec.

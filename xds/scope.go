@@ -343,8 +343,9 @@ func logSidecarWarnings(log *slog.Logger, req *model.PushRequest, pc *model.Push
 }
 
 // watchesSecretsOf reports whether c, a gateway with a verified identity,
-// watches a cross-namespace credential ("kubernetes://NS/NAME") of one of
-// namespaces; only such gateways may be served one.
+// watches a credential of one of namespaces ("kubernetes://NS/NAME", or a
+// Gateway API certificateRef "kubernetes-gateway://NS/NAME"); only such
+// gateways may be served one.
 func (c *Connection) watchesSecretsOf(namespaces map[string]bool) bool {
 	if c.proxy.VerifiedIdentity == nil {
 		return false
@@ -357,6 +358,10 @@ func (c *Connection) watchesSecretsOf(namespaces map[string]bool) bool {
 	}
 	for n := range ws.watched.All() {
 		ref, ok := strings.CutPrefix(n, "kubernetes://")
+		if !ok {
+			// A Gateway API certificateRef, of any namespace.
+			ref, ok = strings.CutPrefix(n, "kubernetes-gateway://")
+		}
 		if !ok {
 			continue
 		}

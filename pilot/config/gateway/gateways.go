@@ -216,6 +216,8 @@ func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSetti
 			// No resourceVersion: a status write changes it, not the config.
 			Generation: l.gw.Generation,
 			Source:     "gateway-api:" + KindGateway + "/" + l.gw.Namespace + "/" + l.gw.Name,
+			// Vouches for its kubernetes-gateway:// credentials (see listenerTLS).
+			GatewayAPI: true,
 		},
 		Spec: &networking.Gateway{
 			Servers:  []*networking.Server{srv},
@@ -224,11 +226,18 @@ func (t *translator) internalGateway(l *listener, tls *networking.ServerTLSSetti
 	}
 }
 
+// KubernetesGatewayCredentialPrefix prefixes the credentialName of a
+// listener's certificateRef ("kubernetes-gateway://NS/NAME"), as istiod
+// spells it.
+const KubernetesGatewayCredentialPrefix = "kubernetes-gateway://"
+
 // listenerTLS returns the TLS settings of an HTTPS or TLS Terminate listener, or why there
 // are none: its first certificateRef (a Secret of the namespace of the
 // listener's owner o, or of another one a ReferenceGrant opens to o's kind)
-// becomes the credentialName served by SDS (relative to gw's namespace,
-// where the proxies run).
+// becomes the credentialName "kubernetes-gateway://NS/NAME", as istiod
+// names it. SDS serves such a name only to the gateways of a translated
+// Gateway naming it (model.Meta.GatewayAPI): the reference was verified
+// here, so no RBAC on NS is needed.
 func (t *translator) listenerTLS(o owner, gw *gwv1.Gateway, ls *gwv1.Listener) (*networking.ServerTLSSettings, gwv1.ListenerConditionReason, string) {
 	if ls.TLS == nil {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, "no tls settings: terminating TLS needs certificateRefs"
@@ -251,10 +260,7 @@ func (t *translator) listenerTLS(o owner, gw *gwv1.Gateway, ls *gwv1.Listener) (
 	if t.in.Secret != nil && !t.in.Secret(ns, string(ref.Name)) {
 		return nil, gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("Secret %s/%s not found or not a valid certificate and key", ns, ref.Name)
 	}
-	name := string(ref.Name)
-	if ns != gw.Namespace {
-		name = ns + "/" + name
-	}
+	name := KubernetesGatewayCredentialPrefix + ns + "/" + string(ref.Name)
 	return &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: name}, "", ""
 }
 

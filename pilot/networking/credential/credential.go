@@ -21,6 +21,10 @@ const (
 	RootCA = "ROOTCA"
 	// KubernetesPrefix prefixes a credentialName (a Kubernetes Secret).
 	KubernetesPrefix = "kubernetes://"
+	// KubernetesGatewayPrefix prefixes the credentialName of a Gateway API
+	// listener's certificateRef ("kubernetes-gateway://NS/NAME"): served
+	// only to the gateways of the translated Gateway naming it.
+	KubernetesGatewayPrefix = "kubernetes-gateway://"
 	// CASuffix names the CA part of a credentialName secret.
 	CASuffix = "-cacert"
 	// ConfigMapPrefix prefixes a credential that is the ca.crt of a

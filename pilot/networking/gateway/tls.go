@@ -18,15 +18,17 @@ import (
 var alpnHTTPS = []string{"h2", "http/1.1"}
 
 // CredentialSecret is the SDS name of a credentialName's certificate and
-// key ("kubernetes://NAME"), served by the control plane over ADS.
+// key ("kubernetes://NAME"; a name with a scheme, such as a Gateway API
+// certificateRef's "kubernetes-gateway://NS/NAME", as it is), served by the
+// control plane over ADS.
 func CredentialSecret(credentialName string) string {
-	return credential.KubernetesPrefix + credentialName
+	return credential.ResourceName(credentialName)
 }
 
 // CredentialCASecret is the SDS name of a credentialName's CA certificate
-// ("kubernetes://NAME-cacert").
+// ("kubernetes://NAME-cacert", "kubernetes-gateway://NS/NAME-cacert").
 func CredentialCASecret(credentialName string) string {
-	return credential.KubernetesPrefix + credentialName + credential.CASuffix
+	return credential.ResourceName(credentialName) + credential.CASuffix
 }
 
 // adsSecret fetches secret name from the control plane over ADS.

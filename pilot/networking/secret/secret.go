@@ -1,5 +1,6 @@
 // Package secret is the control plane's SDS generator: it serves the
-// certificates of Gateway credentialNames ("kubernetes://NAME") from the
+// certificates of Gateway credentialNames ("kubernetes://NAME",
+// "kubernetes-gateway://NS/NAME") from the
 // PushContext's Secret snapshot to the gateways (router proxies) of the
 // Secret's namespace, over ADS, as istiod does. It reads nothing but the
 // PushContext: Secrets come from pilot/config/secrets, cross-namespace
@@ -16,6 +17,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/meshpilot/meshpilot/internal/clientlog"
@@ -39,7 +41,10 @@ var (
 // certificate; else that of Secret NAME-cacert) to router proxies whose
 // identity the secure port verified, from the namespace of that identity,
 // or "kubernetes://NS/NAME" of another namespace NS when the PushContext's
-// CredentialAccess allows the identity to list Secrets in NS. Anything else
+// CredentialAccess allows the identity to list Secrets in NS; and
+// "kubernetes-gateway://NS/NAME" (a Gateway API certificateRef) to the
+// gateways of a translated Gateway naming it (see gatewayAPICert), with no
+// CredentialAccess decision. Anything else
 // — a sidecar, another namespace without that right or whose decision is
 // pending (its push follows the decision), another prefix, a missing Secret
 // or key — gets no resource and a log line.
@@ -125,6 +130,9 @@ func build(push *model.PushContext, proxy *model.Proxy, name string) (*tlsv3.Sec
 	if ref, ok := strings.CutPrefix(name, credential.ConfigMapPrefix); ok {
 		return configMapCA(push, proxy, name, ref)
 	}
+	if ref, ok := strings.CutPrefix(name, credential.KubernetesGatewayPrefix); ok {
+		return gatewayAPICert(push, proxy, name, ref)
+	}
 	ref, ok := strings.CutPrefix(name, credential.KubernetesPrefix)
 	if !ok || ref == "" {
 		return nil, fmt.Errorf("%w: not a %sNAME resource", errRefused, credential.KubernetesPrefix)
@@ -161,6 +169,12 @@ func build(push *model.PushContext, proxy *model.Proxy, name string) (*tlsv3.Sec
 		}
 		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: vc}}, nil
 	}
+	return certificate(secrets, name, ns, ref)
+}
+
+// certificate returns the certificate chain and key of Secret ns/ref as
+// the Envoy secret name.
+func certificate(secrets model.SecretSnapshot, name, ns, ref string) (*tlsv3.Secret, error) {
 	sec, err := lookup(secrets, ns, ref)
 	if err != nil {
 		return nil, err
@@ -175,6 +189,56 @@ func build(push *model.PushContext, proxy *model.Proxy, name string) (*tlsv3.Sec
 		CertificateChain: inline(cert),
 		PrivateKey:       inline(key),
 	}}}, nil
+}
+
+// gatewayAPICert serves kubernetes-gateway://NS/NAME, the certificate and
+// key of Secret NS/NAME named by a Gateway API listener's certificateRef,
+// as istiod does: only to a gateway whose identity the secure port
+// verified, and only when a Gateway the Gateway API translator generated
+// (model.Meta.GatewayAPI, which no hand-written config can set) in the
+// identity's namespace selects the proxy and has a server with that
+// credentialName. The translator checked the reference (same namespace or
+// allowed by a ReferenceGrant), so no CredentialAccess decision is asked.
+// There is no CA form: translated listeners do not verify clients.
+func gatewayAPICert(push *model.PushContext, proxy *model.Proxy, name, ref string) (*tlsv3.Secret, error) {
+	id := proxy.VerifiedIdentity
+	if id == nil {
+		return nil, fmt.Errorf("%w: credentials are served only to gateways authenticated on the secure port (15012), and this connection is not", errRefused)
+	}
+	ns, sec, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || sec == "" || strings.Contains(sec, "/") {
+		return nil, fmt.Errorf("%w: not a %sNAMESPACE/NAME resource", errRefused, credential.KubernetesGatewayPrefix)
+	}
+	if push == nil {
+		return nil, errors.New("no snapshot to read secrets from")
+	}
+	if !verifiedCertificateRef(push, proxy, id.Namespace, name) {
+		return nil, fmt.Errorf("%w: %s is not a certificateRef of a Gateway API Gateway of namespace %q selecting this gateway", errRefused, name, id.Namespace)
+	}
+	return certificate(push.Secrets(), name, ns, sec)
+}
+
+// verifiedCertificateRef reports whether a translated Gateway of namespace
+// ns selecting proxy has a server whose credential is SDS name name.
+func verifiedCertificateRef(push *model.PushContext, proxy *model.Proxy, ns, name string) bool {
+	for _, gw := range push.GatewaysFor(proxy) {
+		if !gw.GatewayAPI || gw.Namespace != ns {
+			continue
+		}
+		spec, _ := gw.Spec.(*networking.Gateway)
+		for _, s := range spec.GetServers() {
+			tls := s.GetTls()
+			if cn := tls.GetCredentialName(); cn != "" && credential.ResourceName(cn) == name {
+				return true
+			}
+			for _, cn := range tls.GetCredentialNames() {
+				if credential.ResourceName(cn) == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // configMapSnapshot is what a SecretSnapshot of pilot/config/secrets also
