@@ -91,11 +91,11 @@ func TestL4Listeners(t *testing.T) {
 		"pass": {Port: &networking.Port{Number: 443, Protocol: "TLS", Name: "pass"}, Hosts: []string{"*/*.example.com"},
 			Tls: &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}},
 		"term": {Port: &networking.Port{Number: 8443, Protocol: "TLS", Name: "term"}, Hosts: []string{"*/db.example.com"},
-			Tls: &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: "cert"}},
+			Tls: &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: "kubernetes-gateway://default/cert"}},
 		"tcp": {Port: &networking.Port{Number: 9000, Protocol: "TCP", Name: "tcp"}, Hosts: []string{"*/*"}},
 		"web": {Port: &networking.Port{Number: 80, Protocol: "HTTP", Name: "web"}, Hosts: []string{"*/*"}},
 		"term-kinds": {Port: &networking.Port{Number: 2443, Protocol: "TLS", Name: "term-kinds"}, Hosts: []string{"*/*"},
-			Tls: &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: "cert"}},
+			Tls: &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: "kubernetes-gateway://default/cert"}},
 	}
 	if d := cmp.Diff(wantServers, servers, protocmp.Transform()); d != "" {
 		t.Errorf("servers (-want +got):\n%s", d)
