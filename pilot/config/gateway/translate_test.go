@@ -137,6 +137,9 @@ spec:
 			if cn := c.Spec.(*networking.Gateway).GetServers()[0].GetTls().GetCredentialName(); cn != "kubernetes-gateway://certs/cert" {
 				t.Errorf("credentialName %q, want kubernetes-gateway://certs/cert", cn)
 			}
+			if !c.GatewayAPI {
+				t.Error("translated Gateway not marked GatewayAPI: SDS would not serve its certificateRef")
+			}
 			return
 		}
 	}
