@@ -35,7 +35,7 @@ func NewCACache() *CACache { return &CACache{m: map[string]cachedCA{}} }
 // the cache when its ca.crt has not changed. The resource is shared:
 // callers must not modify it.
 func (c *CACache) resource(push *model.PushContext, proxy *model.Proxy, name string) (*discovery.Resource, error) {
-	s, err := build(push, proxy, name)
+	s, err := build(push, proxy, name, nil)
 	if err != nil {
 		c.mu.Lock()
 		delete(c.m, name)

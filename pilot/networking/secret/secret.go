@@ -89,6 +89,8 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 	// One line per request, not per name (a client may ask for any
 	// number): the names not served and their first distinct errors.
 	var notServed, errs []string
+	// The proxy's verified certificateRefs, found once per request.
+	refs := &certRefs{push: push, proxy: proxy}
 	for _, n := range names {
 		if strings.HasPrefix(n, credential.ConfigMapPrefix) && g.CAs != nil {
 			r, err := g.CAs.resource(push, proxy, n)
@@ -102,7 +104,7 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 			out = append(out, r)
 			continue
 		}
-		s, err := build(push, proxy, n)
+		s, err := build(push, proxy, n, refs)
 		if err != nil {
 			notServed = append(notServed, n)
 			if msg := err.Error(); len(errs) < clientlog.MaxListed && !slices.Contains(errs, msg) {
@@ -126,12 +128,16 @@ func (g Generator) Generate(proxy *model.Proxy, push *model.PushContext, w *mode
 var errRefused = errors.New("refused")
 
 // build returns the Envoy secret for resource name.
-func build(push *model.PushContext, proxy *model.Proxy, name string) (*tlsv3.Secret, error) {
+// refs, if not nil, holds proxy's verified certificateRefs.
+func build(push *model.PushContext, proxy *model.Proxy, name string, refs *certRefs) (*tlsv3.Secret, error) {
 	if ref, ok := strings.CutPrefix(name, credential.ConfigMapPrefix); ok {
 		return configMapCA(push, proxy, name, ref)
 	}
 	if ref, ok := strings.CutPrefix(name, credential.KubernetesGatewayPrefix); ok {
-		return gatewayAPICert(push, proxy, name, ref)
+		if refs == nil {
+			refs = &certRefs{push: push, proxy: proxy}
+		}
+		return gatewayAPICert(push, proxy, name, ref, refs)
 	}
 	ref, ok := strings.CutPrefix(name, credential.KubernetesPrefix)
 	if !ok || ref == "" {
@@ -200,7 +206,7 @@ func certificate(secrets model.SecretSnapshot, name, ns, ref string) (*tlsv3.Sec
 // credentialName. The translator checked the reference (same namespace or
 // allowed by a ReferenceGrant), so no CredentialAccess decision is asked.
 // There is no CA form: translated listeners do not verify clients.
-func gatewayAPICert(push *model.PushContext, proxy *model.Proxy, name, ref string) (*tlsv3.Secret, error) {
+func gatewayAPICert(push *model.PushContext, proxy *model.Proxy, name, ref string, refs *certRefs) (*tlsv3.Secret, error) {
 	id := proxy.VerifiedIdentity
 	if id == nil {
 		return nil, fmt.Errorf("%w: credentials are served only to gateways authenticated on the secure port (15012), and this connection is not", errRefused)
@@ -212,33 +218,48 @@ func gatewayAPICert(push *model.PushContext, proxy *model.Proxy, name, ref strin
 	if push == nil {
 		return nil, errors.New("no snapshot to read secrets from")
 	}
-	if !verifiedCertificateRef(push, proxy, id.Namespace, name) {
+	if !refs.has(name) {
 		return nil, fmt.Errorf("%w: %s is not a certificateRef of a Gateway API Gateway of namespace %q selecting this gateway", errRefused, name, id.Namespace)
 	}
 	return certificate(push.Secrets(), name, ns, sec)
 }
 
-// verifiedCertificateRef reports whether a translated Gateway of namespace
-// ns selecting proxy has a server whose credential is SDS name name.
-func verifiedCertificateRef(push *model.PushContext, proxy *model.Proxy, ns, name string) bool {
-	for _, gw := range push.GatewaysFor(proxy) {
-		if !gw.GatewayAPI || gw.Namespace != ns {
-			continue
+// certRefs are the SDS names of the verified certificateRefs of a proxy
+// with a verified identity: the credentialNames of the servers of the
+// Gateways the Gateway API translator generated in the identity's
+// namespace that select the proxy. Found on first use, once per request
+// however many names it holds.
+type certRefs struct {
+	push  *model.PushContext
+	proxy *model.Proxy
+	names map[string]bool
+}
+
+// has reports whether name is one of the verified certificateRefs.
+func (r *certRefs) has(name string) bool {
+	if r.names == nil {
+		r.names = map[string]bool{}
+		id := r.proxy.VerifiedIdentity
+		if r.push == nil || id == nil {
+			return false
 		}
-		spec, _ := gw.Spec.(*networking.Gateway)
-		for _, s := range spec.GetServers() {
-			tls := s.GetTls()
-			if cn := tls.GetCredentialName(); cn != "" && credential.ResourceName(cn) == name {
-				return true
+		for _, gw := range r.push.GatewaysFor(r.proxy) {
+			if !gw.GatewayAPI || gw.Namespace != id.Namespace {
+				continue
 			}
-			for _, cn := range tls.GetCredentialNames() {
-				if credential.ResourceName(cn) == name {
-					return true
+			spec, _ := gw.Spec.(*networking.Gateway)
+			for _, s := range spec.GetServers() {
+				tls := s.GetTls()
+				if cn := tls.GetCredentialName(); cn != "" {
+					r.names[credential.ResourceName(cn)] = true
+				}
+				for _, cn := range tls.GetCredentialNames() {
+					r.names[credential.ResourceName(cn)] = true
 				}
 			}
 		}
 	}
-	return false
+	return r.names[name]
 }
 
 // configMapSnapshot is what a SecretSnapshot of pilot/config/secrets also
