@@ -151,7 +151,8 @@ func TestSecretChangeReachesGatewaysOfItsNamespace(t *testing.T) {
 // TestSecretChangeReachesCrossNamespaceWatchers: a router of another
 // namespace is pushed for a Secret change only when it has a verified
 // identity and watches a credential of the Secret's namespace
-// (kubernetes://NS/NAME).
+// (kubernetes://NS/NAME, or a Gateway API certificateRef
+// kubernetes-gateway://NS/NAME).
 func TestSecretChangeReachesCrossNamespaceWatchers(t *testing.T) {
 	req := model.NewPushRequest(true, model.ReasonSecretTrigger, model.ConfigKey{Kind: model.KindSecret, Name: "shared", Namespace: "certs"})
 	scope := newPushScope(req, nil)
@@ -175,6 +176,9 @@ func TestSecretChangeReachesCrossNamespaceWatchers(t *testing.T) {
 		{"verified, watching certs/other", conn(id, "kubernetes://certs/other"), true},
 		{"verified, watching its own namespace only", conn(id, "kubernetes://gw-cert", "kubernetes://gw/x"), false},
 		{"unverified, watching certs/shared", conn(nil, "kubernetes://certs/shared"), false},
+		{"verified, watching certificateRef certs/shared", conn(id, "kubernetes-gateway://certs/shared"), true},
+		{"verified, watching certificateRef gw/x", conn(id, "kubernetes-gateway://gw/x"), false},
+		{"unverified, watching certificateRef certs/shared", conn(nil, "kubernetes-gateway://certs/shared"), false},
 		{"verified, no SDS watch", &Connection{proxy: &model.Proxy{Type: model.Router, Namespace: "gw", VerifiedIdentity: id}}, false},
 	} {
 		if got := scope.affects(tc.c); got != tc.want {
