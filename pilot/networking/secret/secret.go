@@ -1,10 +1,13 @@
-// Package secret is the control plane's SDS generator: it serves the
-// certificates of Gateway credentialNames ("kubernetes://NAME",
-// "kubernetes-gateway://NS/NAME") from the
-// PushContext's Secret snapshot to the gateways (router proxies) of the
-// Secret's namespace, over ADS, as istiod does. It reads nothing but the
-// PushContext: Secrets come from pilot/config/secrets, cross-namespace
-// decisions from the PushContext's CredentialAccess, which never blocks.
+// Package secret is the control plane's SDS generator: it serves, over
+// ADS as istiod does, the certificates of Gateway credentialNames from the
+// PushContext's Secret snapshot to gateways (router proxies) authenticated
+// on the secure port: "kubernetes://NAME" to those of the Secret's
+// namespace (another namespace's "kubernetes://NS/NAME" by the
+// PushContext's CredentialAccess decisions, which never block), and
+// "kubernetes-gateway://NS/NAME" (a Gateway API certificateRef) to those a
+// translated Gateway names it for; and ConfigMap CA bundles
+// ("configmap://NS/NAME-cacert"). It reads nothing but the PushContext:
+// Secrets come from pilot/config/secrets.
 package secret
 
 import (
