@@ -64,15 +64,8 @@ func (k *kubeSources) startCredentials(ctx context.Context) error {
 // BackendTLSPolicy applies to sidecars too; only SDS is regenerated), and
 // resyncs the Gateway API controller, whose policy status depends on it.
 func (k *kubeSources) onConfigMapChange(namespace, name string) {
-	s := k.server
-	if s == nil || !k.configMaps.HasSynced() {
-		return
-	}
-	s.log.Debug("configmap ca.crt changed", "namespace", namespace, "name", name)
-	s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger,
-		model.ConfigKey{Kind: model.KindConfigMap, Name: name, Namespace: namespace}))
-	if gw := k.gateway.Load(); gw != nil {
-		gw.Resync()
+	if k.configMaps.HasSynced() {
+		k.credentialChanged(model.KindConfigMap, namespace, name)
 	}
 }
 
@@ -84,15 +77,23 @@ func (k *kubeSources) onConfigMapChange(namespace, name string) {
 // build will hold the change, and one after it pushes it (gating on
 // readiness would lose a change made between that build and readiness).
 func (k *kubeSources) onSecretChange(namespace, name string) {
+	if k.secrets.HasSynced() {
+		k.credentialChanged(model.KindSecret, namespace, name)
+	}
+}
+
+// credentialChanged asks for the SDS push of a changed Secret or ConfigMap
+// and resyncs the Gateway API controller (listeners' certificateRefs and
+// BackendTLSPolicy CAs depend on them).
+func (k *kubeSources) credentialChanged(kind model.Kind, namespace, name string) {
 	s := k.server
-	if s == nil || !k.secrets.HasSynced() {
+	if s == nil {
 		return
 	}
-	s.log.Debug("secret changed", "namespace", namespace, "name", name)
+	s.log.Debug("credential changed", "kind", kind, "namespace", namespace, "name", name)
 	s.discovery.ConfigUpdate(model.NewPushRequest(true, model.ReasonSecretTrigger,
-		model.ConfigKey{Kind: model.KindSecret, Name: name, Namespace: namespace}))
+		model.ConfigKey{Kind: kind, Name: name, Namespace: namespace}))
 	if gw := k.gateway.Load(); gw != nil {
-		// Listeners' certificateRefs depend on Secrets.
 		gw.Resync()
 	}
 }
