@@ -211,6 +211,13 @@ func applyStatusEnv(opts *bootstrap.Options, getenv func(string) string) error {
 		}
 		opts.StatusBurst = b
 	}
+	if v := getenv("PILOT_STATUS_MAX_WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("PILOT_STATUS_MAX_WORKERS=%q: want an integer >= 0", v)
+		}
+		opts.StatusWorkers = n
+	}
 	return nil
 }
 

@@ -95,7 +95,7 @@ func TestApplyEnv(t *testing.T) {
 		"PILOT_ENABLE_GATEWAY_CREDENTIALS": "false", "PILOT_XDS_SEND_TIMEOUT": "3s",
 		"ENABLE_DEBUG_ON_HTTP": "false", "REVISION": "canary", "MESHPILOT_EDS_DEBOUNCE_MAX": "0s",
 		"PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER": "false", "PILOT_MULTI_NETWORK_DISCOVER_GATEWAY_API": "true",
-		"VERIFY_CERTIFICATE_AT_CLIENT": "false",
+		"VERIFY_CERTIFICATE_AT_CLIENT": "false", "PILOT_STATUS_QPS": "50", "PILOT_STATUS_BURST": "60", "PILOT_STATUS_MAX_WORKERS": "4",
 	}
 	opts := bootstrap.DefaultOptions()
 	if !opts.GatewayCredentials || !opts.EnableDebugOnHTTP || !opts.GatewayClassController || opts.MultiNetworkGatewayAPI || !opts.VerifyCertAtClient {
@@ -105,13 +105,18 @@ func TestApplyEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if opts.DebounceAfter != 50*time.Millisecond || opts.DebounceMax != 2*time.Second || opts.EnableEDSDebounce || opts.PushThrottle != 7 || opts.GatewayCredentials || opts.SendTimeout != 3*time.Second || opts.EnableDebugOnHTTP || opts.Revision != "canary" || opts.EDSDebounceMax != 0 ||
-		opts.GatewayClassController || !opts.MultiNetworkGatewayAPI || opts.VerifyCertAtClient {
+		opts.GatewayClassController || !opts.MultiNetworkGatewayAPI || opts.VerifyCertAtClient ||
+		opts.StatusQPS != 50 || opts.StatusBurst != 60 || opts.StatusWorkers != 4 {
 		t.Fatalf("env not applied: %+v", opts)
 	}
-	env["PILOT_DEBOUNCE_AFTER"] = "soon"
-	err := applyEnv(&opts, func(k string) string { return env[k] })
-	if err == nil || !strings.Contains(err.Error(), "PILOT_DEBOUNCE_AFTER") {
-		t.Fatalf("want error naming PILOT_DEBOUNCE_AFTER, got %v", err)
+	for k, bad := range map[string]string{"PILOT_DEBOUNCE_AFTER": "soon", "PILOT_STATUS_MAX_WORKERS": "-1"} {
+		good := env[k]
+		env[k] = bad
+		err := applyEnv(&opts, func(k string) string { return env[k] })
+		if err == nil || !strings.Contains(err.Error(), k) {
+			t.Fatalf("want error naming %s, got %v", k, err)
+		}
+		env[k] = good
 	}
 }
 

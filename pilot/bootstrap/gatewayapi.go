@@ -57,6 +57,12 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway api client: %w", err)
 	}
+	// Status has a client of its own, limited to the status rate rather
+	// than the shared client's 100/s, as istiod's status client.
+	statusClient, err := gwclient.NewForConfig(gateway.StatusRestConfig(k.restConfig, s.opts.StatusQPS, s.opts.StatusBurst))
+	if err != nil {
+		return fmt.Errorf("gateway api status client: %w", err)
+	}
 	var secret func(ns, name string) bool
 	var configMapCA func(ns, name string) error
 	if s.secrets != nil {
@@ -77,7 +83,7 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	c, err := gateway.NewController(gateway.Options{
 		Client: client, Store: k.gatewayStore, OnChange: k.onConfigChange,
 		Service: k.registry.Service, Secret: secret, ConfigMapCA: configMapCA, Namespaces: k.filter.Labels, DomainSuffix: s.opts.Domain,
-		QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst, Log: log,
+		QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst, StatusClient: statusClient, Workers: s.opts.StatusWorkers, Log: log,
 	})
 	if err != nil {
 		return err

@@ -125,6 +125,10 @@ type Options struct {
 	// configkube.DefaultStatusQPS and DefaultStatusBurst.
 	StatusQPS   float64
 	StatusBurst int
+	// StatusWorkers (PILOT_STATUS_MAX_WORKERS, Istio's name) is how many
+	// Gateway API status writes may be in flight at once; zero takes
+	// gateway.DefaultStatusWorkers.
+	StatusWorkers int
 	// AutoRegistration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION,
 	// default true as in Istio) registers proxies naming a WorkloadGroup as
 	// WorkloadEntries in Kubernetes mode (pilot/autoregistration);

@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -27,7 +31,28 @@ import (
 const (
 	DefaultStatusQPS   = 500
 	DefaultStatusBurst = 500
+	// DefaultStatusWorkers writes this many statuses at once: one writer
+	// waits out an API server round trip per object, so 1,000 routes took
+	// seconds one after another (BENCHMARKS.md, issue 19, fourth round).
+	// istiod's PILOT_STATUS_MAX_WORKERS defaults to 100; more than the
+	// API server can serve at once only queues there.
+	DefaultStatusWorkers = 16
 )
+
+// StatusRestConfig is cfg with client-go's rate limit raised to the
+// status writer's (qps and burst, zero for the defaults), as istiod builds
+// its status client from PILOT_STATUS_QPS and PILOT_STATUS_BURST: a shared
+// client's limit (pilot-discovery's is 100/s) would otherwise cap status
+// writes below them.
+func StatusRestConfig(cfg *rest.Config, qps float64, burst int) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	if qps == 0 {
+		qps, burst = DefaultStatusQPS, DefaultStatusBurst
+	}
+	out.QPS, out.Burst = float32(qps), max(burst, 1)
+	out.RateLimiter = nil
+	return out
+}
 
 // Options configure a Controller.
 type Options struct {
@@ -52,7 +77,14 @@ type Options struct {
 	// QPS and Burst bound status writes; zero takes the defaults.
 	QPS   float64
 	Burst int
-	Log   *slog.Logger
+	// StatusClient writes status; nil writes with Client. Its own rate
+	// limit (client-go's, from the rest.Config) must allow QPS and Burst,
+	// or it caps the writer below them: build it from StatusRestConfig.
+	StatusClient gwclient.Interface
+	// Workers is how many status writes may be in flight at once
+	// (PILOT_STATUS_MAX_WORKERS, as istiod); zero takes DefaultStatusWorkers.
+	Workers int
+	Log     *slog.Logger
 }
 
 // Controller watches GatewayClasses, Gateways, HTTPRoutes and
@@ -82,6 +114,8 @@ type Controller struct {
 	// kick asks for a translation; statusKick for a status pass.
 	kick, statusKick chan struct{}
 	ready            chan struct{}
+	// translations counts translations made (for tests).
+	translations atomic.Int64
 
 	mu    sync.Mutex
 	out   *Output
@@ -102,6 +136,12 @@ func NewController(opts Options) (*Controller, error) {
 	if opts.QPS == 0 {
 		opts.QPS, opts.Burst = DefaultStatusQPS, DefaultStatusBurst
 	}
+	if opts.StatusClient == nil {
+		opts.StatusClient = opts.Client
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultStatusWorkers
+	}
 	f := gwinformers.NewSharedInformerFactory(opts.Client, 0)
 	c := &Controller{
 		opts: opts, factory: f,
@@ -117,8 +157,18 @@ func NewController(opts Options) (*Controller, error) {
 	}
 	c.classes, c.gateways, c.routes, c.grants = v1.GatewayClasses().Lister(), v1.Gateways().Lister(), v1.HTTPRoutes().Lister(), v1.ReferenceGrants().Lister()
 	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.Resync() },
-		UpdateFunc: func(any, any) { c.Resync() },
+		AddFunc: func(any) { c.Resync() },
+		UpdateFunc: func(old, cur any) {
+			// Each status write comes back as an update: translating
+			// again for it would cost a whole translation per written
+			// object. A status pass is enough (another controller may
+			// have written over our parents).
+			if statusOnly(old, cur) {
+				c.kickStatus()
+				return
+			}
+			c.Resync()
+		},
 		DeleteFunc: func(any) { c.Resync() },
 	}
 	c.handler = handler
@@ -186,6 +236,29 @@ func (c *Controller) GatewayInformers() (gwinformersv1.GatewayInformer, gwinform
 // (an informer of a kind not served never syncs). Run starts it.
 func (c *Controller) ListenerSetInformer() gwinformersv1.ListenerSetInformer {
 	return c.factory.Gateway().V1().ListenerSets()
+}
+
+// statusOnly reports whether an update changed nothing translation reads:
+// not the spec (the generation, which the status subresource of every
+// Gateway API kind leaves alone), labels, annotations or deletion.
+func statusOnly(old, cur any) bool {
+	o, ok := old.(metav1.Object)
+	n, ok2 := cur.(metav1.Object)
+	if !ok || !ok2 || n.GetGeneration() == 0 {
+		return false
+	}
+	return o.GetGeneration() == n.GetGeneration() &&
+		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) &&
+		maps.Equal(o.GetAnnotations(), n.GetAnnotations())
+}
+
+// kickStatus asks for a status pass (coalesced with any pending one).
+func (c *Controller) kickStatus() {
+	select {
+	case c.statusKick <- struct{}{}:
+	default:
+	}
 }
 
 // Resync asks for a new translation (coalesced with any pending one).
@@ -289,6 +362,7 @@ func (c *Controller) translate(notify bool) {
 		return
 	}
 	out := Translate(in)
+	c.translations.Add(1)
 	c.mu.Lock()
 	var changed []model.ConfigKey
 	next := make(map[model.ConfigKey]bool, len(out.Configs))
@@ -312,10 +386,7 @@ func (c *Controller) translate(notify bool) {
 			c.opts.OnChange(changed)
 		}
 	}
-	select {
-	case c.statusKick <- struct{}{}:
-	default:
-	}
+	c.kickStatus()
 }
 
 // latest returns the last translation; nil before the first.

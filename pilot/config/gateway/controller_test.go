@@ -30,6 +30,13 @@ import (
 // change the options first.
 func startController(t *testing.T, configure ...func(*gateway.Options, *kubetest.Env)) (gwclient.Interface, *memory.Store, *kubetest.Env) {
 	t.Helper()
+	_, client, store, env := startControllerC(t, configure...)
+	return client, store, env
+}
+
+// startControllerC is startController that also returns the controller.
+func startControllerC(t *testing.T, configure ...func(*gateway.Options, *kubetest.Env)) (*gateway.Controller, gwclient.Interface, *memory.Store, *kubetest.Env) {
+	t.Helper()
 	env := kubetest.Start(t)
 	crds := filepath.Join(fixtures.RepoRoot(t), "charts", "meshpilot", "crds", "gateway-api-standard.gen.yaml")
 	if err := kubetest.InstallCRDs(t.Context(), env.Config(), crds); err != nil {
@@ -68,7 +75,7 @@ func startController(t *testing.T, configure ...func(*gateway.Options, *kubetest
 			t.Logf("controller logs:\n%s", logs.String())
 		}
 	})
-	return client, store, env
+	return c, client, store, env
 }
 
 // watchUntil watches objects of one kind until ok(obj) holds for the one
@@ -276,4 +283,71 @@ func TestStatusOnAPIServer(t *testing.T) {
 	}, "not-allowed", func(r *gwv1.HTTPRoute) string {
 		return want(parentConditions(r), "Accepted=False/NotAllowedByListeners ResolvedRefs=True/ResolvedRefs")
 	})
+}
+
+// TestStatusWritesDoNotTranslate: the status writes of 20 routes, and
+// another controller's write over one route's status, come back as
+// updates that change no spec: they bring status passes (ours is written
+// back beside the other controller's), never a translation.
+func TestStatusWritesDoNotTranslate(t *testing.T) {
+	c, client, _, _ := startControllerC(t)
+	ctx := t.Context()
+	v1 := client.GatewayV1()
+	if _, err := v1.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1.Gateways("default").Create(ctx, routesInput(0).Gateways[0], metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		if _, err := v1.HTTPRoutes("default").Create(ctx, benchRoute("default", fmt.Sprintf("r%d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accepted := "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs"
+	for i := range n {
+		watchUntil(t, "HTTPRoute", func(ctx context.Context) (watch.Interface, error) {
+			return v1.HTTPRoutes("default").Watch(ctx, anyVersion)
+		}, fmt.Sprintf("r%d", i), func(r *gwv1.HTTPRoute) string { return want(parentConditions(r), accepted) })
+	}
+	watchUntil(t, "Gateway", func(ctx context.Context) (watch.Interface, error) {
+		return v1.Gateways("default").Watch(ctx, anyVersion)
+	}, "gw", func(g *gwv1.Gateway) string {
+		if len(g.Status.Listeners) != 1 || g.Status.Listeners[0].AttachedRoutes != n {
+			return fmt.Sprintf("listeners %+v", g.Status.Listeners)
+		}
+		return ""
+	})
+	before := c.Translations()
+
+	// Another controller replaces the status of r0 with its own parent.
+	r0, err := v1.HTTPRoutes("default").Get(ctx, "r0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = "example.com/other-controller"
+	r0.Status.Parents = []gwv1.RouteParentStatus{{
+		ParentRef:      gwv1.ParentReference{Name: "other-gw"},
+		ControllerName: other,
+		Conditions: []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted",
+			LastTransitionTime: metav1.Now(), ObservedGeneration: r0.Generation}},
+	}}
+	if _, err := v1.HTTPRoutes("default").UpdateStatus(ctx, r0, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	watchUntil(t, "HTTPRoute", func(ctx context.Context) (watch.Interface, error) {
+		return v1.HTTPRoutes("default").Watch(ctx, anyVersion)
+	}, "r0", func(r *gwv1.HTTPRoute) string {
+		if len(r.Status.Parents) != 2 || r.Status.Parents[0].ControllerName != other {
+			return fmt.Sprintf("parents %+v", r.Status.Parents)
+		}
+		return want(parentConditions(r), accepted)
+	})
+	if after := c.Translations(); after != before {
+		t.Errorf("%d translations for status updates alone, want none", after-before)
+	}
 }

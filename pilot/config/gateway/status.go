@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,32 +37,93 @@ func (c *Controller) WriteStatus(ctx context.Context) error {
 	}
 }
 
-// writeAll writes every status of out that differs; it returns an error
-// only when ctx ended.
+// writeAll writes every status of out that differs, Workers at a time,
+// GatewayClasses and Gateways first; it returns an error only when ctx
+// ended.
 func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 	now := metav1.Now()
-	written := 0
+	var pending []statusWrite
 	write := func(what string, key types.NamespacedName, update func() error) error {
-		if err := c.limiter.Wait(ctx); err != nil {
-			return err
-		}
-		if err := update(); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			// A conflict means a newer object is on its way: its
-			// translation writes again.
-			level := c.opts.Log.Warn
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				level = c.opts.Log.Debug
-			}
-			level("gateway api status not written", "kind", what, "object", key.String(), "error", err)
-			return nil
-		}
-		written++
+		pending = append(pending, statusWrite{kind: what, key: key, update: update})
 		return nil
 	}
-	v1 := c.opts.Client.GatewayV1()
+	if err := c.diff(ctx, out, now, write); err != nil {
+		return err
+	}
+	written, err := c.flush(ctx, pending)
+	if written > 0 {
+		c.opts.Log.Info("gateway api status written", "objects", written)
+	}
+	return err
+}
+
+// statusWrite is one object's status update.
+type statusWrite struct {
+	kind   string
+	key    types.NamespacedName
+	update func() error
+}
+
+// flush runs writes in order on up to Workers goroutines, each write
+// waiting for the rate limiter; it returns how many succeeded, and an
+// error only when ctx ended.
+func (c *Controller) flush(ctx context.Context, writes []statusWrite) (int, error) {
+	var written atomic.Int64
+	next := make(chan statusWrite)
+	var wg sync.WaitGroup
+	for range min(c.opts.Workers, len(writes)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				if c.writeOne(ctx, w) {
+					written.Add(1)
+				}
+			}
+		}()
+	}
+	var err error
+send:
+	for _, w := range writes {
+		select {
+		case next <- w:
+		case <-ctx.Done():
+			err = ctx.Err()
+			break send
+		}
+	}
+	close(next)
+	wg.Wait()
+	return int(written.Load()), err
+}
+
+// writeOne writes one status after the rate limiter allows it, and says
+// whether it was written.
+func (c *Controller) writeOne(ctx context.Context, w statusWrite) bool {
+	if c.limiter.Wait(ctx) != nil {
+		return false
+	}
+	err := w.update()
+	if err == nil {
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	// A conflict means a newer object is on its way: its event brings
+	// another pass.
+	level := c.opts.Log.Warn
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		level = c.opts.Log.Debug
+	}
+	level("gateway api status not written", "kind", w.kind, "object", w.key.String(), "error", err)
+	return false
+}
+
+// diff passes to write each object of out whose status differs from its
+// current one (times aside), with the update that writes it.
+func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, write func(string, types.NamespacedName, func() error) error) error {
+	v1 := c.opts.StatusClient.GatewayV1()
 	for _, name := range sortedKeys(out.GatewayClasses) {
 		cur, err := c.classes.Get(name)
 		if err != nil {
@@ -196,9 +259,6 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 			return err
 		}
 	}
-	if written > 0 {
-		c.opts.Log.Info("gateway api status written", "objects", written)
-	}
 	return nil
 }
 
@@ -221,7 +281,7 @@ func keepListenerTimes[L any](want, cur []L, of func(*L) (gwv1.SectionName, []me
 // writeListenerSets writes, through write, the status of each ListenerSet
 // of out that differs from its current one (times aside).
 func (c *Controller) writeListenerSets(ctx context.Context, out *Output, now metav1.Time, write func(string, types.NamespacedName, func() error) error) error {
-	v1 := c.opts.Client.GatewayV1()
+	v1 := c.opts.StatusClient.GatewayV1()
 	for _, key := range sortedNames(out.ListenerSets) {
 		cur, err := c.listenerSets.ListenerSets(key.Namespace).Get(key.Name)
 		if err != nil {
