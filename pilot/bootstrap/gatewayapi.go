@@ -112,7 +112,7 @@ func (k *kubeSources) startGatewayAPI(ctx context.Context) error {
 	// The deployment controller shares the translation's Gateway,
 	// GatewayClass and ListenerSet informers: one watch of each.
 	gws, classes := c.GatewayInformers()
-	dopts := deploy.Options{Kube: k.client, Gateways: gws, Classes: classes, Metadata: meta,
+	dopts := deploy.Options{Kube: k.client, Gateways: gws, Classes: classes, Metadata: meta, SystemNamespace: s.opts.Namespace,
 		Log: log.With("component", "gateway-deployment")}
 	if deploy.ListenerSetServed(client) {
 		dopts.ListenerSets = c.ListenerSetInformer()

@@ -61,8 +61,12 @@ type Options struct {
 	// nil when the cluster does not serve ListenerSet (ListenerSetServed).
 	ListenerSets gwinformersv1.ListenerSetInformer
 	// Metadata watches the metadata of ConfigMaps (not their data), so a
-	// change of a Gateway's parametersRef ConfigMap reconciles it.
+	// change of a Gateway's parametersRef ConfigMap, or of its class's
+	// defaults, reconciles it.
 	Metadata metadata.Interface
+	// SystemNamespace holds the class defaults ConfigMaps
+	// (ClassDefaultsLabel): the control plane's namespace, as istiod's.
+	SystemNamespace string
 	// Timeout bounds the API calls made for one Gateway; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
@@ -245,13 +249,16 @@ func (r *run) enqueueObject(obj any) {
 
 // enqueueClass enqueues the Gateways of a class that changed.
 func (r *run) enqueueClass(obj any) {
-	m, ok := asMeta(obj)
-	if !ok {
-		return
+	if m, ok := asMeta(obj); ok {
+		r.enqueueClassName(m.GetName())
 	}
+}
+
+// enqueueClassName enqueues the Gateways of class.
+func (r *run) enqueueClassName(class string) {
 	gws, _ := r.gateways.List(labels.Everything())
 	for _, gw := range gws {
-		if string(gw.Spec.GatewayClassName) == m.GetName() {
+		if string(gw.Spec.GatewayClassName) == class {
 			r.queue.Add(types.NamespacedName{Namespace: gw.Namespace, Name: gw.Name})
 		}
 	}
@@ -392,11 +399,11 @@ func (r *run) reconcile(ctx context.Context, key types.NamespacedName) ([]string
 	want := map[objKey]bool{}
 	var changed []string
 	if gw != nil {
-		params, err := r.parameters(ctx, gw)
+		overlays, err := r.overlays(ctx, gw)
 		if err != nil {
 			return nil, err
 		}
-		objs, err := Render(withListenerSets(gw, r.sets), params)
+		objs, err := Render(withListenerSets(gw, r.sets), overlays...)
 		if err != nil {
 			// Nothing is changed until the Gateway is.
 			return nil, permanent{err}
@@ -604,13 +611,27 @@ func (r *run) eachOwned(namespace, name string, fn func(objKey, metav1.Object)) 
 	add(KindPDB, metas(pdbs))
 }
 
-// parameters returns the data of gw's parametersRef ConfigMap (nil when
-// it has none). A missing ConfigMap is a permanent error: its creation
-// reconciles gw again (watchConfigMaps).
-func (r *run) parameters(ctx context.Context, gw *gwv1.Gateway) (map[string]string, error) {
+// overlays returns the patches of gw's objects, in the order istiod
+// applies them: its class's defaults ConfigMap (the oldest of the system
+// namespace labelled ClassDefaultsLabel=CLASS), then its parametersRef
+// ConfigMap. A missing parametersRef ConfigMap is a permanent error: its
+// creation reconciles gw again (watchConfigMaps).
+func (r *run) overlays(ctx context.Context, gw *gwv1.Gateway) ([]Overlay, error) {
+	var out []Overlay
+	if name := r.classDefaults(string(gw.Spec.GatewayClassName)); name != "" {
+		cm, err := r.opts.Kube.CoreV1().ConfigMaps(r.opts.SystemNamespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			// Deleted meanwhile: its deletion reconciles gw again.
+		case err != nil:
+			return nil, fmt.Errorf("class defaults ConfigMap %s/%s: %w", r.opts.SystemNamespace, name, err)
+		default:
+			out = append(out, Overlay{Source: "class defaults ConfigMap " + r.opts.SystemNamespace + "/" + name, Data: cm.Data})
+		}
+	}
 	name, err := Parameters(gw)
 	if err != nil || name == "" {
-		return nil, permanentIf(err)
+		return out, permanentIf(err)
 	}
 	cm, err := r.opts.Kube.CoreV1().ConfigMaps(gw.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -619,10 +640,7 @@ func (r *run) parameters(ctx context.Context, gw *gwv1.Gateway) (map[string]stri
 	if err != nil {
 		return nil, fmt.Errorf("infrastructure.parametersRef: %w", err)
 	}
-	if cm.Data == nil {
-		return map[string]string{}, nil
-	}
-	return cm.Data, nil
+	return append(out, Overlay{Source: "infrastructure.parametersRef ConfigMap " + gw.Namespace + "/" + name, Data: cm.Data}), nil
 }
 
 func permanentIf(err error) error {

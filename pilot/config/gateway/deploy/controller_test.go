@@ -134,6 +134,9 @@ func start(t *testing.T) *fixture {
 	f := setup(t)
 	opts := f.shared(t)
 	opts.Reconciled, opts.MinBackoff, opts.MaxBackoff = f.passes.record, 50*time.Millisecond, time.Second
+	// Each test's namespace stands for the control plane's (class
+	// defaults ConfigMaps).
+	opts.SystemNamespace = f.ns
 	opts.Log = slog.New(slog.NewTextHandler(f.logs, nil))
 	c, err := deploy.New(opts)
 	if err != nil {
@@ -637,4 +640,72 @@ func TestParametersCreatedLater(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestClassDefaults: a ConfigMap of the system namespace labelled
+// gateway.istio.io/defaults-for-class=istio patches the objects of every
+// Gateway of the class, under a Gateway's own parametersRef, as istiod
+// layers them; its changes and its deletion are watched.
+func TestClassDefaults(t *testing.T) {
+	f := start(t)
+	cms := f.kube.CoreV1().ConfigMaps(f.ns)
+	defaults, err := cms.Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio-defaults", Labels: map[string]string{deploy.ClassDefaultsLabel: "istio"}},
+		Data: map[string]string{
+			deploy.OverlayHPA: "spec:\n  minReplicas: 2\n  maxReplicas: 5\n",
+			deploy.OverlayPDB: "spec:\n  minAvailable: 1\n",
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Defaults of another class, and an unlabelled ConfigMap: not used.
+	for name, labels := range map[string]map[string]string{"other-defaults": {deploy.ClassDefaultsLabel: "other"}, "plain": nil} {
+		if _, err := cms.Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Data:       map[string]string{deploy.OverlayHPA: "spec:\n  maxReplicas: 99\n"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cms.Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "own-params"},
+		Data:       map[string]string{deploy.OverlayHPA: "spec:\n  maxReplicas: 9\n"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listeners := []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}
+	f.createGateway(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "dflt"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "istio", Listeners: listeners}})
+	f.createGateway(t, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "own"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: "istio", Listeners: listeners,
+			Infrastructure: &gwv1.GatewayInfrastructure{ParametersRef: &gwv1.LocalParametersReference{Kind: "ConfigMap", Name: "own-params"}}}})
+	replicas := func(minR, maxR int32) func(*autoscalingv2.HorizontalPodAutoscaler) string {
+		return func(h *autoscalingv2.HorizontalPodAutoscaler) string {
+			if h == nil || h.Spec.MaxReplicas != maxR || h.Spec.MinReplicas == nil || *h.Spec.MinReplicas != minR {
+				return fmt.Sprintf("want %d-%d replicas: %+v", minR, maxR, h)
+			}
+			return ""
+		}
+	}
+	f.hpa(t, "dflt-istio", replicas(2, 5))
+	f.pdb(t, "dflt-istio", exists)
+	// The Gateway's own parameters win over the class's.
+	f.hpa(t, "own-istio", replicas(2, 9))
+	f.pdb(t, "own-istio", exists)
+
+	defaults.Data[deploy.OverlayHPA] = "spec:\n  minReplicas: 3\n  maxReplicas: 6\n"
+	if _, err := cms.Update(t.Context(), defaults, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.hpa(t, "dflt-istio", replicas(3, 6))
+	f.hpa(t, "own-istio", replicas(3, 9))
+
+	if err := cms.Delete(t.Context(), "istio-defaults", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.hpa(t, "dflt-istio", gone)
+	f.pdb(t, "dflt-istio", gone)
+	f.pdb(t, "own-istio", gone)
+	f.hpa(t, "own-istio", replicas(1, 9))
 }

@@ -32,6 +32,19 @@ const (
 
 var overlayKeys = []string{OverlayDeployment, OverlayHPA, OverlayPDB, OverlayService, OverlayServiceAccount}
 
+// ClassDefaultsLabel marks a ConfigMap of the control plane's namespace
+// whose keys (those of a parametersRef ConfigMap) apply to every Gateway
+// of the class it names, under the Gateway's own parametersRef, as in
+// istiod.
+const ClassDefaultsLabel = "gateway.istio.io/defaults-for-class"
+
+// Overlay is the data of one ConfigMap of patches (class defaults or a
+// parametersRef); Source names it in errors.
+type Overlay struct {
+	Source string
+	Data   map[string]string
+}
+
 // Parameters returns the name of the ConfigMap gw's
 // spec.infrastructure.parametersRef names (in gw's namespace), "" when
 // there is none, or an error for another kind.
@@ -48,7 +61,8 @@ func Parameters(gw *gwv1.Gateway) (string, error) {
 }
 
 // overlay adds the HorizontalPodAutoscaler and PodDisruptionBudget asked
-// for and patches each object with its key of params.
+// for (unless an earlier overlay did) and patches each object with its key
+// of params.
 func (o *Objects) overlay(gw *gwv1.Gateway, owner *metav1ac.OwnerReferenceApplyConfiguration, params map[string]string) error {
 	for k := range params {
 		if !slices.Contains(overlayKeys, k) {
@@ -57,7 +71,7 @@ func (o *Objects) overlay(gw *gwv1.Gateway, owner *metav1ac.OwnerReferenceApplyC
 	}
 	meta := o.Service.ObjectMetaApplyConfiguration
 	name := *o.Deployment.Name
-	if _, ok := params[OverlayHPA]; ok {
+	if _, ok := params[OverlayHPA]; ok && o.HPA == nil {
 		o.HPA = autoscalingv2ac.HorizontalPodAutoscaler(name, gw.Namespace).
 			WithLabels(meta.Labels).WithAnnotations(meta.Annotations).WithOwnerReferences(owner).
 			WithSpec(autoscalingv2ac.HorizontalPodAutoscalerSpec().
@@ -65,7 +79,7 @@ func (o *Objects) overlay(gw *gwv1.Gateway, owner *metav1ac.OwnerReferenceApplyC
 					WithAPIVersion("apps/v1").WithKind("Deployment").WithName(name)).
 				WithMaxReplicas(1))
 	}
-	if _, ok := params[OverlayPDB]; ok {
+	if _, ok := params[OverlayPDB]; ok && o.PDB == nil {
 		o.PDB = policyv1ac.PodDisruptionBudget(name, gw.Namespace).
 			WithLabels(meta.Labels).WithAnnotations(meta.Annotations).WithOwnerReferences(owner).
 			WithSpec(policyv1ac.PodDisruptionBudgetSpec().

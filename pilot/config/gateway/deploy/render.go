@@ -123,11 +123,12 @@ func dns1035(s string) string {
 	return strings.TrimRight(s, "-")
 }
 
-// Render returns the objects gw needs, patched with params (the data of
-// the ConfigMap Parameters names, nil for none), or an error saying why
-// they cannot be made (an invalid name, service type, override or
-// parameters). It does not check the class or Managed.
-func Render(gw *gwv1.Gateway, params map[string]string) (*Objects, error) {
+// Render returns the objects gw needs, patched with each overlay in turn
+// (the class defaults, then the ConfigMap Parameters names, as istiod
+// layers them), or an error saying why they cannot be made (an invalid
+// name, service type, override or parameters). It does not check the
+// class or Managed.
+func Render(gw *gwv1.Gateway, overlays ...Overlay) (*Objects, error) {
 	var errs []error
 	if msgs := validation.IsValidLabelValue(gw.Name); len(msgs) > 0 {
 		// The pods are selected by a label holding the Gateway's name.
@@ -204,8 +205,13 @@ func Render(gw *gwv1.Gateway, params map[string]string) (*Objects, error) {
 	}
 	out.Service = corev1ac.Service(name, gw.Namespace).
 		WithLabels(labels).WithAnnotations(infraAnnotations).WithOwnerReferences(owner).WithSpec(spec)
-	if err := out.overlay(gw, owner, params); err != nil {
-		return nil, err
+	for _, ov := range overlays {
+		if err := out.overlay(gw, owner, ov.Data); err != nil {
+			if ov.Source != "" {
+				return nil, fmt.Errorf("%s: %w", ov.Source, err)
+			}
+			return nil, err
+		}
 	}
 	return out, nil
 }

@@ -30,7 +30,7 @@ func testGateway(name string, listeners ...gwv1.Listener) *gwv1.Gateway {
 
 func render(t *testing.T, gw *gwv1.Gateway) *deploy.Objects {
 	t.Helper()
-	objs, err := deploy.Render(gw, nil)
+	objs, err := deploy.Render(gw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestRenderHostileNames(t *testing.T) {
 	for what, mutate := range bad {
 		gw := testGateway("web")
 		mutate(gw)
-		if _, err := deploy.Render(gw, nil); err == nil {
+		if _, err := deploy.Render(gw); err == nil {
 			t.Errorf("%s: rendered, want an error", what)
 		}
 	}
@@ -274,7 +274,7 @@ func TestRenderParameters(t *testing.T) {
 			"        resources:\n          requests:\n            cpu: 200m\n",
 		deploy.OverlayService: "metadata:\n  annotations:\n    cloud/lb: internal\n",
 	}
-	objs, err := deploy.Render(gw, params)
+	objs, err := deploy.Render(gw, deploy.Overlay{Data: params})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestRenderParameters(t *testing.T) {
 	if objs.Service.Annotations["cloud/lb"] != "internal" || objs.Service.Labels[deploy.GatewayNameLabel] != "web" {
 		t.Errorf("service metadata %s", toJSON(t, objs.Service.ObjectMetaApplyConfiguration))
 	}
-	if objs, err := deploy.Render(gw, map[string]string{}); err != nil || objs.HPA != nil || objs.PDB != nil {
+	if objs, err := deploy.Render(gw, deploy.Overlay{Data: map[string]string{}}); err != nil || objs.HPA != nil || objs.PDB != nil {
 		t.Errorf("no keys: HPA %v PDB %v err %v, want none", objs.HPA, objs.PDB, err)
 	}
 
@@ -305,7 +305,7 @@ func TestRenderParameters(t *testing.T) {
 		"not YAML":        {deploy.OverlayPDB: "spec: [\n"},
 		"wrong structure": {deploy.OverlayHPA: "spec: 3\n"},
 	} {
-		if _, err := deploy.Render(gw, bad); err == nil {
+		if _, err := deploy.Render(gw, deploy.Overlay{Data: bad}); err == nil {
 			t.Errorf("%s: rendered, want an error", what)
 		}
 	}
@@ -326,4 +326,31 @@ func toJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestRenderOverlaysLayered: the class defaults, then the Gateway's
+// parameters, as istiod layers them; an error names its ConfigMap.
+func TestRenderOverlaysLayered(t *testing.T) {
+	gw := testGateway("web")
+	class := deploy.Overlay{Source: "class defaults ConfigMap istio-system/d", Data: map[string]string{
+		deploy.OverlayHPA: "spec:\n  minReplicas: 2\n  maxReplicas: 5\n",
+		deploy.OverlayPDB: "spec:\n  minAvailable: 1\n",
+	}}
+	own := deploy.Overlay{Source: "infrastructure.parametersRef ConfigMap default/p", Data: map[string]string{
+		deploy.OverlayHPA: "spec:\n  maxReplicas: 9\n",
+	}}
+	objs, err := deploy.Render(gw, class, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := objs.HPA; h == nil || *h.Spec.MinReplicas != 2 || *h.Spec.MaxReplicas != 9 || *h.Spec.ScaleTargetRef.Name != "web-istio" {
+		t.Errorf("HPA %s, want 2 to 9 replicas of web-istio", toJSON(t, h))
+	}
+	if objs.PDB == nil || objs.PDB.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("PDB %s", toJSON(t, objs.PDB))
+	}
+	class.Data = map[string]string{"statefulset": "spec: {}"}
+	if _, err := deploy.Render(gw, class, own); err == nil || !strings.Contains(err.Error(), class.Source) {
+		t.Errorf("error %v, want one naming %q", err, class.Source)
+	}
 }

@@ -42,7 +42,8 @@ func (r *run) unshare() {
 // tells an object and its version apart, so its cache holds a few
 // hundred bytes per ConfigMap of the cluster. A ConfigMap added, changed
 // or deleted reconciles the Gateways of its namespace whose
-// parametersRef names it; pass reads its data then (parameters).
+// parametersRef names it, and a class defaults ConfigMap those of its
+// class; pass reads their data then (overlays).
 func (r *run) watchConfigMaps() error {
 	gi := metadatainformer.NewFilteredMetadataInformer(r.opts.Metadata, corev1.SchemeGroupVersion.WithResource("configmaps"),
 		metav1.NamespaceAll, 0, cache.Indexers{}, nil)
@@ -56,6 +57,7 @@ func (r *run) watchConfigMaps() error {
 			// reconciled when the run starts.
 			if !initial {
 				r.enqueueParametersOf(obj)
+				r.enqueueDefaultsOf(obj)
 			}
 		},
 		UpdateFunc: func(o, n any) {
@@ -65,8 +67,14 @@ func (r *run) watchConfigMaps() error {
 				return
 			}
 			r.enqueueParametersOf(n)
+			// The label may have moved to another class, or gone.
+			r.enqueueDefaultsOf(o)
+			r.enqueueDefaultsOf(n)
 		},
-		DeleteFunc: r.enqueueParametersOf,
+		DeleteFunc: func(obj any) {
+			r.enqueueParametersOf(obj)
+			r.enqueueDefaultsOf(obj)
+		},
 	}); err != nil {
 		return fmt.Errorf("gateway deployment controller: handler: %w", err)
 	}
@@ -76,18 +84,61 @@ func (r *run) watchConfigMaps() error {
 }
 
 // slimMetadata keeps, of a ConfigMap's metadata, its name, namespace,
-// uid and resourceVersion (no labels, annotations or managedFields).
+// uid and resourceVersion (no annotations or managedFields), and of a
+// class defaults ConfigMap also that label and its creation time.
 func slimMetadata(obj any) (any, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	return &metav1.PartialObjectMetadata{
+	out := &metav1.PartialObjectMetadata{
 		TypeMeta: m.TypeMeta,
 		ObjectMeta: metav1.ObjectMeta{
 			Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 		},
-	}, nil
+	}
+	if class, ok := m.Labels[ClassDefaultsLabel]; ok {
+		out.Labels = map[string]string{ClassDefaultsLabel: class}
+		out.CreationTimestamp = m.CreationTimestamp
+	}
+	return out, nil
+}
+
+// classDefaults is the name of the class defaults ConfigMap of class: the
+// oldest of the system namespace labelled for it (then by name, as
+// istiod picks), "" for none.
+func (r *run) classDefaults(class string) string {
+	var best metav1.Object
+	for _, obj := range r.configMaps.GetStore().List() {
+		m, ok := asMeta(obj)
+		if !ok || m.GetNamespace() != r.opts.SystemNamespace || m.GetLabels()[ClassDefaultsLabel] != class || class == "" {
+			continue
+		}
+		if best == nil {
+			best = m
+			continue
+		}
+		t, bt := m.GetCreationTimestamp().Time, best.GetCreationTimestamp().Time
+		if t.Before(bt) || t.Equal(bt) && m.GetName() < best.GetName() {
+			best = m
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.GetName()
+}
+
+// enqueueDefaultsOf enqueues the Gateways of the class whose defaults the
+// ConfigMap obj holds, when it is one.
+func (r *run) enqueueDefaultsOf(obj any) {
+	m, ok := asMeta(obj)
+	if !ok || m.GetNamespace() != r.opts.SystemNamespace {
+		return
+	}
+	if class, ok := m.GetLabels()[ClassDefaultsLabel]; ok {
+		r.enqueueClassName(class)
+	}
 }
 
 // enqueueParametersOf enqueues the Gateways whose parametersRef names the
