@@ -59,12 +59,7 @@ func TestBackendTLSPolicyOnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	v1 := client.GatewayV1()
-	if _, err := v1.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createIstioClass(t, v1)
 	if _, err := v1.Gateways("default").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gw"},
 		Spec: gwv1.GatewaySpec{GatewayClassName: "istio", Listeners: []gwv1.Listener{

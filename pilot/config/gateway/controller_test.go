@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwv1client "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/typed/apis/v1"
 
 	"github.com/meshpilot/meshpilot/internal/fixtures"
 	"github.com/meshpilot/meshpilot/internal/kubetest"
@@ -193,12 +194,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	v1 := client.GatewayV1()
-	if _, err := v1.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createIstioClass(t, v1)
 	all := gwv1.NamespacesFromAll
 	if _, err := v1.Gateways("default").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gw"},
@@ -293,12 +289,7 @@ func TestStatusWritesDoNotTranslate(t *testing.T) {
 	c, client, _, _ := startControllerC(t)
 	ctx := t.Context()
 	v1 := client.GatewayV1()
-	if _, err := v1.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createIstioClass(t, v1)
 	if _, err := v1.Gateways("default").Create(ctx, routesInput(0).Gateways[0], metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -349,5 +340,16 @@ func TestStatusWritesDoNotTranslate(t *testing.T) {
 	})
 	if after := c.Translations(); after != before {
 		t.Errorf("%d translations for status updates alone, want none", after-before)
+	}
+}
+
+// createIstioClass creates GatewayClass istio of our controller.
+func createIstioClass(t *testing.T, v1 gwv1client.GatewayV1Interface) {
+	t.Helper()
+	if _, err := v1.GatewayClasses().Create(t.Context(), &gwv1.GatewayClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
+		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

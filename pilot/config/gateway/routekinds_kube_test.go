@@ -34,12 +34,7 @@ func TestRouteKindsOnAPIServer(t *testing.T) {
 	client, store, _ := startController(t)
 	ctx := t.Context()
 	v1 := client.GatewayV1()
-	if _, err := v1.GatewayClasses().Create(ctx, &gwv1.GatewayClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "istio"},
-		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createIstioClass(t, v1)
 	passthrough := gwv1.TLSModePassthrough
 	if _, err := v1.Gateways("default").Create(ctx, &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gw"},
