@@ -116,6 +116,10 @@ type Controller struct {
 	ready            chan struct{}
 	// translations counts translations made (for tests).
 	translations atomic.Int64
+	// written holds, per object whose status the last pass wrote or
+	// found in flight, the resourceVersion it was written from.
+	writtenMu sync.Mutex
+	written   map[writeKey]string
 
 	mu    sync.Mutex
 	out   *Output

@@ -3,9 +3,13 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -351,5 +355,115 @@ func createIstioClass(t *testing.T, v1 gwv1client.GatewayV1Interface) {
 		Spec:       gwv1.GatewayClassSpec{ControllerName: gateway.ControllerName},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStatusWrittenOncePerVersion: 50 routes created together each get
+// one status write and no conflict: a pass that runs before the informer
+// shows a write made from some version of an object does not write that
+// version again (it could only conflict).
+func TestStatusWrittenOncePerVersion(t *testing.T) {
+	var puts, conflicts atomic.Int64
+	_, client, _, _ := startControllerC(t, func(o *gateway.Options, env *kubetest.Env) {
+		cfg := gateway.StatusRestConfig(env.Config(), 0, 0)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := rt.RoundTrip(r)
+				if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/httproutes/") && strings.HasSuffix(r.URL.Path, "/status") {
+					puts.Add(1)
+					if err == nil && resp.StatusCode == http.StatusConflict {
+						conflicts.Add(1)
+					}
+				}
+				return resp, err
+			})
+		})
+		sc, err := gwclient.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.StatusClient = sc
+	})
+	ctx := t.Context()
+	v1 := client.GatewayV1()
+	createIstioClass(t, v1)
+	if _, err := v1.Gateways("default").Create(ctx, routesInput(0).Gateways[0], metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	watchUntil(t, "Gateway", func(ctx context.Context) (watch.Interface, error) {
+		return v1.Gateways("default").Watch(ctx, anyVersion)
+	}, "gw", func(g *gwv1.Gateway) string {
+		return want(conditions(g.Status.Conditions), "Accepted=True/Accepted Programmed=False/AddressNotUsable")
+	})
+	const n = 50
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				if _, err := v1.HTTPRoutes("default").Create(ctx, benchRoute("default", fmt.Sprintf("r%d", i)), metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		watchUntil(t, "HTTPRoute", func(ctx context.Context) (watch.Interface, error) {
+			return v1.HTTPRoutes("default").Watch(ctx, anyVersion)
+		}, fmt.Sprintf("r%d", i), func(r *gwv1.HTTPRoute) string {
+			return want(parentConditions(r), "Accepted=True/Accepted ResolvedRefs=True/ResolvedRefs")
+		})
+	}
+	if p, c := puts.Load(), conflicts.Load(); p != n || c != 0 {
+		t.Errorf("%d route status writes (%d conflicts), want %d and none", p, c, n)
+	}
+}
+
+// TestFailedStatusWriteRetried: a status write that fails (not a
+// conflict) is made again by a later pass, from the same version of the
+// route (the route names a listener its Gateway does not have, so nothing
+// else about it changes). TestFailedWriteBringsPass covers the pass.
+func TestFailedStatusWriteRetried(t *testing.T) {
+	var puts atomic.Int64
+	_, client, _, _ := startControllerC(t, func(o *gateway.Options, env *kubetest.Env) {
+		cfg := gateway.StatusRestConfig(env.Config(), 0, 0)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/httproutes/lonely/status") && puts.Add(1) == 1 {
+					body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","message":"injected","code":500}`
+					return &http.Response{StatusCode: http.StatusInternalServerError, Header: http.Header{"Content-Type": {"application/json"}},
+						Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		sc, err := gwclient.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.StatusClient = sc
+	})
+	v1 := client.GatewayV1()
+	createIstioClass(t, v1)
+	if _, err := v1.Gateways("default").Create(t.Context(), routesInput(0).Gateways[0], metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	watchUntil(t, "Gateway", func(ctx context.Context) (watch.Interface, error) {
+		return v1.Gateways("default").Watch(ctx, anyVersion)
+	}, "gw", func(g *gwv1.Gateway) string {
+		return want(conditions(g.Status.Conditions), "Accepted=True/Accepted Programmed=False/AddressNotUsable")
+	})
+	r := benchRoute("default", "lonely")
+	r.Spec.ParentRefs[0].SectionName = ptr(gwv1.SectionName("nope"))
+	if _, err := v1.HTTPRoutes("default").Create(t.Context(), r, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	watchUntil(t, "HTTPRoute", func(ctx context.Context) (watch.Interface, error) {
+		return v1.HTTPRoutes("default").Watch(ctx, anyVersion)
+	}, "lonely", func(r *gwv1.HTTPRoute) string {
+		return want(parentConditions(r), "Accepted=False/NoMatchingParent ResolvedRefs=True/ResolvedRefs")
+	})
+	if n := puts.Load(); n != 2 {
+		t.Errorf("%d status writes, want 2 (one failed, one retried)", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,14 +17,15 @@ import (
 
 // WriteStatus writes the status of the latest translation to the objects
 // whose status differs from it (times aside), then again after each
-// translation, at most QPS writes a second, until ctx is done. Run it on
-// the leader only.
+// translation or status change of an object, at most QPS writes a second,
+// until ctx is done. Run it on the leader only.
 func (c *Controller) WriteStatus(ctx context.Context) error {
 	if err := c.WaitReady(ctx); err != nil {
 		return nil
 	}
 	c.opts.Log.Info("gateway api status writer started")
 	for {
+		start := time.Now()
 		if out := c.latest(); out != nil {
 			if err := c.writeAll(ctx, out); err != nil {
 				return nil
@@ -34,22 +36,29 @@ func (c *Controller) WriteStatus(ctx context.Context) error {
 			return nil
 		case <-c.statusKick:
 		}
+		// Passes at most every statusInterval: what changed meanwhile
+		// is written once (a Gateway's attachedRoutes while routes
+		// arrive one by one).
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(statusInterval - time.Since(start)):
+		}
 	}
 }
+
+// statusInterval is the least time between the starts of two status
+// passes: 1,000 routes created one by one gave about as many writes of
+// their Gateway without it (BENCHMARKS.md, issue 19, fourth round).
+const statusInterval = 100 * time.Millisecond
 
 // writeAll writes every status of out that differs, Workers at a time,
 // GatewayClasses and Gateways first; it returns an error only when ctx
 // ended.
 func (c *Controller) writeAll(ctx context.Context, out *Output) error {
-	now := metav1.Now()
 	var pending []statusWrite
-	write := func(what string, key types.NamespacedName, update func() error) error {
-		pending = append(pending, statusWrite{kind: what, key: key, update: update})
-		return nil
-	}
-	if err := c.diff(ctx, out, now, write); err != nil {
-		return err
-	}
+	c.diff(ctx, out, metav1.Now(), func(w statusWrite) { pending = append(pending, w) })
+	pending = c.notInFlight(pending)
 	written, err := c.flush(ctx, pending)
 	if written > 0 {
 		c.opts.Log.Info("gateway api status written", "objects", written)
@@ -57,11 +66,38 @@ func (c *Controller) writeAll(ctx context.Context, out *Output) error {
 	return err
 }
 
-// statusWrite is one object's status update.
+// statusWrite is one object's status update, made from the object at
+// resourceVersion rv.
 type statusWrite struct {
-	kind   string
-	key    types.NamespacedName
-	update func() error
+	kind, rv string
+	key      types.NamespacedName
+	update   func() error
+}
+
+type writeKey struct {
+	kind string
+	key  types.NamespacedName
+}
+
+// notInFlight drops the writes already made from the same version of
+// their object: the informer has not shown the write yet (writing again
+// would only conflict), or it failed on a conflict (a newer version is on
+// its way, and brings another pass). It keeps the versions written
+// through for the next pass, and forgets the others.
+func (c *Controller) notInFlight(writes []statusWrite) []statusWrite {
+	c.writtenMu.Lock()
+	defer c.writtenMu.Unlock()
+	next := make(map[writeKey]string, len(writes))
+	out := writes[:0]
+	for _, w := range writes {
+		k := writeKey{w.kind, w.key}
+		next[k] = w.rv
+		if c.written[k] != w.rv {
+			out = append(out, w)
+		}
+	}
+	c.written = next
+	return out
 }
 
 // flush runs writes in order on up to Workers goroutines, each write
@@ -97,6 +133,10 @@ send:
 	return int(written.Load()), err
 }
 
+// retryAfter is how long a failed status write (not a conflict) waits
+// before the pass that tries it again.
+const retryAfter = time.Second
+
 // writeOne writes one status after the rate limiter allows it, and says
 // whether it was written.
 func (c *Controller) writeOne(ctx context.Context, w statusWrite) bool {
@@ -111,10 +151,15 @@ func (c *Controller) writeOne(ctx context.Context, w statusWrite) bool {
 		return false
 	}
 	// A conflict means a newer object is on its way: its event brings
-	// another pass.
+	// another pass. Any other failure is tried again by a later pass.
 	level := c.opts.Log.Warn
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		level = c.opts.Log.Debug
+	} else {
+		c.writtenMu.Lock()
+		delete(c.written, writeKey{w.kind, w.key})
+		c.writtenMu.Unlock()
+		time.AfterFunc(retryAfter, c.kickStatus)
 	}
 	level("gateway api status not written", "kind", w.kind, "object", w.key.String(), "error", err)
 	return false
@@ -122,7 +167,7 @@ func (c *Controller) writeOne(ctx context.Context, w statusWrite) bool {
 
 // diff passes to write each object of out whose status differs from its
 // current one (times aside), with the update that writes it.
-func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, write func(string, types.NamespacedName, func() error) error) error {
+func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, write func(statusWrite)) {
 	v1 := c.opts.StatusClient.GatewayV1()
 	for _, name := range sortedKeys(out.GatewayClasses) {
 		cur, err := c.classes.Get(name)
@@ -137,12 +182,10 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 		}
 		obj := cur.DeepCopy()
 		obj.Status = want
-		if err := write(KindGatewayClass, types.NamespacedName{Name: name}, func() error {
+		write(statusWrite{kind: KindGatewayClass, key: types.NamespacedName{Name: name}, rv: cur.ResourceVersion, update: func() error {
 			_, err := v1.GatewayClasses().UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 			return err
-		}); err != nil {
-			return err
-		}
+		}})
 	}
 	for _, key := range sortedNames(out.Gateways) {
 		cur, err := c.gateways.Gateways(key.Namespace).Get(key.Name)
@@ -164,14 +207,12 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 		}
 		obj := cur.DeepCopy()
 		obj.Status = want
-		if err := write(KindGateway, key, func() error {
+		write(statusWrite{kind: KindGateway, key: key, rv: cur.ResourceVersion, update: func() error {
 			_, err := v1.Gateways(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 			return err
-		}); err != nil {
-			return err
-		}
+		}})
 	}
-	if err := writeRoutes(ctx, KindHTTPRoute, write, now, routeStatuses(out.HTTPRoutes, func(s gwv1.HTTPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+	writeRoutes(ctx, KindHTTPRoute, write, now, routeStatuses(out.HTTPRoutes, func(s gwv1.HTTPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
 		func(key types.NamespacedName) (*gwv1.HTTPRoute, error) {
 			return c.routes.HTTPRoutes(key.Namespace).Get(key.Name)
 		},
@@ -179,11 +220,9 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 		func(ctx context.Context, r *gwv1.HTTPRoute) error {
 			_, err := v1.HTTPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 			return err
-		}); err != nil {
-		return err
-	}
+		})
 	if c.grpcRoutes != nil {
-		if err := writeRoutes(ctx, KindGRPCRoute, write, now, routeStatuses(out.GRPCRoutes, func(s gwv1.GRPCRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+		writeRoutes(ctx, KindGRPCRoute, write, now, routeStatuses(out.GRPCRoutes, func(s gwv1.GRPCRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
 			func(key types.NamespacedName) (*gwv1.GRPCRoute, error) {
 				return c.grpcRoutes.GRPCRoutes(key.Namespace).Get(key.Name)
 			},
@@ -191,12 +230,10 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 			func(ctx context.Context, r *gwv1.GRPCRoute) error {
 				_, err := v1.GRPCRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 				return err
-			}); err != nil {
-			return err
-		}
+			})
 	}
 	if c.tlsRoutes != nil {
-		if err := writeRoutes(ctx, KindTLSRoute, write, now, routeStatuses(out.TLSRoutes, func(s gwv1.TLSRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+		writeRoutes(ctx, KindTLSRoute, write, now, routeStatuses(out.TLSRoutes, func(s gwv1.TLSRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
 			func(key types.NamespacedName) (*gwv1.TLSRoute, error) {
 				return c.tlsRoutes.TLSRoutes(key.Namespace).Get(key.Name)
 			},
@@ -204,12 +241,10 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 			func(ctx context.Context, r *gwv1.TLSRoute) error {
 				_, err := v1.TLSRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 				return err
-			}); err != nil {
-			return err
-		}
+			})
 	}
 	if c.tcpRoutes != nil {
-		if err := writeRoutes(ctx, KindTCPRoute, write, now, routeStatuses(out.TCPRoutes, func(s gwv1.TCPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+		writeRoutes(ctx, KindTCPRoute, write, now, routeStatuses(out.TCPRoutes, func(s gwv1.TCPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
 			func(key types.NamespacedName) (*gwv1.TCPRoute, error) {
 				return c.tcpRoutes.TCPRoutes(key.Namespace).Get(key.Name)
 			},
@@ -217,12 +252,10 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 			func(ctx context.Context, r *gwv1.TCPRoute) error {
 				_, err := v1.TCPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 				return err
-			}); err != nil {
-			return err
-		}
+			})
 	}
 	if c.udpRoutes != nil {
-		if err := writeRoutes(ctx, KindUDPRoute, write, now, routeStatuses(out.UDPRoutes, func(s gwv1.UDPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
+		writeRoutes(ctx, KindUDPRoute, write, now, routeStatuses(out.UDPRoutes, func(s gwv1.UDPRouteStatus) gwv1.RouteStatus { return s.RouteStatus }),
 			func(key types.NamespacedName) (*gwv1.UDPRoute, error) {
 				return c.udpRoutes.UDPRoutes(key.Namespace).Get(key.Name)
 			},
@@ -230,9 +263,7 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 			func(ctx context.Context, r *gwv1.UDPRoute) error {
 				_, err := v1.UDPRoutes(r.Namespace).UpdateStatus(ctx, r, metav1.UpdateOptions{})
 				return err
-			}); err != nil {
-			return err
-		}
+			})
 	}
 	if c.tlsPolicies != nil {
 		for _, key := range sortedNames(out.BackendTLSPolicies) {
@@ -246,20 +277,15 @@ func (c *Controller) diff(ctx context.Context, out *Output, now metav1.Time, wri
 			}
 			obj := cur.DeepCopy()
 			obj.Status = want
-			if err := write(KindBackendTLSPolicy, key, func() error {
+			write(statusWrite{kind: KindBackendTLSPolicy, key: key, rv: cur.ResourceVersion, update: func() error {
 				_, err := v1.BackendTLSPolicies(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 				return err
-			}); err != nil {
-				return err
-			}
+			}})
 		}
 	}
 	if c.listenerSets != nil {
-		if err := c.writeListenerSets(ctx, out, now, write); err != nil {
-			return err
-		}
+		c.writeListenerSets(ctx, out, now, write)
 	}
-	return nil
 }
 
 // keepListenerTimes keeps the transition times of each wanted listener's
@@ -280,7 +306,7 @@ func keepListenerTimes[L any](want, cur []L, of func(*L) (gwv1.SectionName, []me
 
 // writeListenerSets writes, through write, the status of each ListenerSet
 // of out that differs from its current one (times aside).
-func (c *Controller) writeListenerSets(ctx context.Context, out *Output, now metav1.Time, write func(string, types.NamespacedName, func() error) error) error {
+func (c *Controller) writeListenerSets(ctx context.Context, out *Output, now metav1.Time, write func(statusWrite)) {
 	v1 := c.opts.StatusClient.GatewayV1()
 	for _, key := range sortedNames(out.ListenerSets) {
 		cur, err := c.listenerSets.ListenerSets(key.Namespace).Get(key.Name)
@@ -296,23 +322,23 @@ func (c *Controller) writeListenerSets(ctx context.Context, out *Output, now met
 		}
 		obj := cur.DeepCopy()
 		obj.Status = want
-		if err := write(KindListenerSet, key, func() error {
+		write(statusWrite{kind: KindListenerSet, key: key, rv: cur.ResourceVersion, update: func() error {
 			_, err := v1.ListenerSets(key.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 			return err
-		}); err != nil {
-			return err
-		}
+		}})
 	}
-	return nil
 }
 
 // writeRoutes writes, through write, the status of each route of one kind
 // whose current status (status(get(key))) differs from ours[key] as
 // routeStatus merges them.
-func writeRoutes[T interface{ DeepCopy() T }](ctx context.Context, kind string,
-	write func(string, types.NamespacedName, func() error) error, now metav1.Time, ours map[types.NamespacedName]gwv1.RouteStatus,
+func writeRoutes[T interface {
+	DeepCopy() T
+	GetResourceVersion() string
+}](ctx context.Context, kind string,
+	write func(statusWrite), now metav1.Time, ours map[types.NamespacedName]gwv1.RouteStatus,
 	get func(types.NamespacedName) (T, error), status func(T) *gwv1.RouteStatus, update func(context.Context, T) error,
-) error {
+) {
 	for _, key := range sortedNames(ours) {
 		cur, err := get(key)
 		if err != nil {
@@ -324,11 +350,8 @@ func writeRoutes[T interface{ DeepCopy() T }](ctx context.Context, kind string,
 		}
 		obj := cur.DeepCopy()
 		*status(obj) = want
-		if err := write(kind, key, func() error { return update(ctx, obj) }); err != nil {
-			return err
-		}
+		write(statusWrite{kind: kind, key: key, rv: cur.GetResourceVersion(), update: func() error { return update(ctx, obj) }})
 	}
-	return nil
 }
 
 // routeStatuses gives the RouteStatus of each route of a kind's statuses.
