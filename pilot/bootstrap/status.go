@@ -3,7 +3,10 @@ package bootstrap
 import (
 	"context"
 
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
+
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway"
 	configkube "github.com/meshpilot/meshpilot/pilot/config/kube"
 )
 
@@ -34,8 +37,19 @@ func (s *Server) startStatusWriter(ctx context.Context) {
 		s.log.Warn("PILOT_ENABLE_STATUS is on but PILOT_ENABLE_CONFIG_STATUS is off: no config status is written")
 		return
 	}
+	istio := s.kube.istio
+	if s.opts.StatusQPS > float64(s.kube.restConfig.QPS) {
+		// The shared client's limiter would cap the writer below
+		// PILOT_STATUS_QPS: a client of its own, as istiod's status client.
+		c, err := istioclient.NewForConfig(gateway.StatusRestConfig(s.kube.restConfig, s.opts.StatusQPS, s.opts.StatusBurst))
+		if err != nil {
+			s.log.Error("config status writer not started", "error", err)
+			return
+		}
+		istio = c
+	}
 	w, err := configkube.NewStatusWriter(configkube.StatusWriterOptions{
-		Istio: s.kube.istio, Status: tracker.Status, QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst,
+		Istio: istio, Status: tracker.Status, QPS: s.opts.StatusQPS, Burst: s.opts.StatusBurst,
 		Log: s.log.With("component", "status-writer"),
 	})
 	if err != nil {

@@ -39,11 +39,11 @@ const (
 	DefaultStatusWorkers = 16
 )
 
-// StatusRestConfig is cfg with client-go's rate limit raised to the
-// status writer's (qps and burst, zero for the defaults), as istiod builds
-// its status client from PILOT_STATUS_QPS and PILOT_STATUS_BURST: a shared
-// client's limit (pilot-discovery's is 100/s) would otherwise cap status
-// writes below them.
+// StatusRestConfig is cfg with client-go's rate limit set to a status
+// writer's (qps and burst; zero for this writer's defaults), as istiod
+// builds its status client from PILOT_STATUS_QPS and PILOT_STATUS_BURST: a
+// shared client's limit (pilot-discovery's is 100/s) would otherwise cap
+// status writes below them.
 func StatusRestConfig(cfg *rest.Config, qps float64, burst int) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	if qps == 0 {
