@@ -116,6 +116,11 @@ type Controller struct {
 	ready            chan struct{}
 	// translations counts translations made (for tests).
 	translations atomic.Int64
+	// rules keeps the HTTPRoutes' translated rules between translations;
+	// rulesStale says something else changed since (Resync), so it is
+	// dropped before the next.
+	rules      *RuleMemo
+	rulesStale atomic.Bool
 	// written holds, per object whose status the last pass wrote or
 	// found in flight, the resourceVersion it was written from.
 	writtenMu sync.Mutex
@@ -160,8 +165,25 @@ func NewController(opts Options) (*Controller, error) {
 		v1.GatewayClasses().Informer(), v1.Gateways().Informer(), v1.HTTPRoutes().Informer(), v1.ReferenceGrants().Informer(),
 	}
 	c.classes, c.gateways, c.routes, c.grants = v1.GatewayClasses().Lister(), v1.Gateways().Lister(), v1.HTTPRoutes().Lister(), v1.ReferenceGrants().Lister()
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { c.Resync() },
+	c.handler = c.eventHandler(c.Resync)
+	for _, inf := range informers {
+		handler := c.handler
+		if inf == v1.HTTPRoutes().Informer() {
+			// HTTPRoute changes keep the rules of the other routes.
+			handler = c.eventHandler(c.resyncRoutes)
+		}
+		if err := c.watch(inf, handler); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// eventHandler calls resync for each change of an object but a change of
+// its status alone, which brings a status pass.
+func (c *Controller) eventHandler(resync func()) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { resync() },
 		UpdateFunc: func(old, cur any) {
 			// Each status write comes back as an update: translating
 			// again for it would cost a whole translation per written
@@ -171,21 +193,14 @@ func NewController(opts Options) (*Controller, error) {
 				c.kickStatus()
 				return
 			}
-			c.Resync()
+			resync()
 		},
-		DeleteFunc: func(any) { c.Resync() },
+		DeleteFunc: func(any) { resync() },
 	}
-	c.handler = handler
-	for _, inf := range informers {
-		if err := c.watch(inf); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
 }
 
-func (c *Controller) watch(inf cache.SharedIndexInformer) error {
-	if _, err := inf.AddEventHandler(c.handler); err != nil {
+func (c *Controller) watch(inf cache.SharedIndexInformer, handler cache.ResourceEventHandler) error {
+	if _, err := inf.AddEventHandler(handler); err != nil {
 		return fmt.Errorf("gateway api controller: handler: %w", err)
 	}
 	c.synced = append(c.synced, inf.HasSynced)
@@ -213,7 +228,7 @@ func (c *Controller) watchOptionalKinds() error {
 		}
 		set()
 		watched = append(watched, kind)
-		return c.watch(inf)
+		return c.watch(inf, c.handler)
 	}
 	errs := []error{
 		add(KindGRPCRoute, v1.GRPCRoutes().Informer(), func() { c.grpcRoutes = v1.GRPCRoutes().Lister() }),
@@ -265,8 +280,16 @@ func (c *Controller) kickStatus() {
 	}
 }
 
-// Resync asks for a new translation (coalesced with any pending one).
+// Resync asks for a new translation (coalesced with any pending one),
+// after something the routes' rules may depend on changed.
 func (c *Controller) Resync() {
+	c.rulesStale.Store(true)
+	c.resyncRoutes()
+}
+
+// resyncRoutes asks for a new translation after HTTPRoutes alone
+// changed: the rules of the others are kept.
+func (c *Controller) resyncRoutes() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
@@ -309,7 +332,8 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // input lists the objects from the informers' caches.
 func (c *Controller) input() (Input, error) {
-	in := Input{Service: c.opts.Service, Secret: c.opts.Secret, ConfigMapCA: c.opts.ConfigMapCA, Namespaces: c.opts.Namespaces, DomainSuffix: c.opts.DomainSuffix}
+	in := Input{Service: c.opts.Service, Secret: c.opts.Secret, ConfigMapCA: c.opts.ConfigMapCA, Namespaces: c.opts.Namespaces,
+		DomainSuffix: c.opts.DomainSuffix, Rules: c.rules}
 	var err error
 	all := labels.Everything()
 	if in.GatewayClasses, err = c.classes.List(all); err != nil {
@@ -360,6 +384,11 @@ func (c *Controller) input() (Input, error) {
 // translate replaces the configs it made in Store with a new translation
 // and asks for a status pass.
 func (c *Controller) translate(notify bool) {
+	// Before listing: a change after this is seen by this translation or
+	// marks the rules stale again for the next.
+	if c.rulesStale.Swap(false) || c.rules == nil {
+		c.rules = &RuleMemo{}
+	}
 	in, err := c.input()
 	if err != nil {
 		c.opts.Log.Error("gateway api: listing failed", "error", err)

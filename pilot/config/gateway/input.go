@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -62,6 +64,32 @@ type Input struct {
 	ConfigMapCA func(namespace, name string) error
 	// DomainSuffix is the cluster domain; "" is cluster.local.
 	DomainSuffix string
+	// Rules, when set, keeps the translated rules of each HTTPRoute for
+	// the next Translate given it, which reuses them for the same route
+	// at the same generation (the status subresource leaves it alone), or
+	// for the same object when it has no uid or generation. Give a new
+	// RuleMemo whenever anything but HTTPRoutes changed: rules depend on
+	// the other objects and the lookups above.
+	Rules *RuleMemo
+}
+
+// RuleMemo holds the translated rules of HTTPRoutes between translations
+// (Input.Rules); its zero value is empty and ready.
+type RuleMemo struct {
+	byVersion map[routeVersion]memoRules
+	byObject  map[*gwv1.HTTPRoute]memoRules
+}
+
+// routeVersion is a route's spec version: the same route (uid) at the
+// same generation.
+type routeVersion struct {
+	uid        types.UID
+	generation int64
+}
+
+type memoRules struct {
+	rules              []rule
+	resolved, accepted metav1.Condition
 }
 
 func (in *Input) domain() string {

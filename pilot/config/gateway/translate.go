@@ -53,7 +53,8 @@ type translator struct {
 
 // Translate turns the Gateway API objects of in, those of a GatewayClass
 // whose controllerName is ControllerName, into Istio configs and status.
-// It is a pure function of in.
+// It is a pure function of in (and of in.Rules, which must not hold rules
+// translated with other objects or lookups).
 func Translate(in Input) Output {
 	t := &translator{in: &in, grants: newGrants(in.ReferenceGrants), gateways: map[types.NamespacedName]*gatewayState{},
 		listenerSets: map[types.NamespacedName]*listenerSetState{}, mesh: newMeshRoutes()}
@@ -94,8 +95,20 @@ func Translate(in Input) Output {
 	vs := newVirtualServices()
 	v := validation.New(validation.Options{GatewayAPI: true})
 	var routes []*translatedRoute
+	next := &RuleMemo{}
 	for _, r := range in.HTTPRoutes {
-		routes = append(routes, t.httpRoute(v, r))
+		m, ok := in.Rules.get(r)
+		if !ok {
+			m = t.httpRules(v, r)
+		}
+		next.put(r, m)
+		routes = append(routes, &translatedRoute{
+			route:   *newRoute(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames),
+			created: r.CreationTimestamp, rules: m.rules, resolved: m.resolved, accepted: m.accepted,
+		})
+	}
+	if in.Rules != nil {
+		*in.Rules = *next
 	}
 	for _, r := range in.GRPCRoutes {
 		routes = append(routes, t.grpcRoute(v, r))
@@ -181,8 +194,43 @@ type translatedRoute struct {
 	resolved, accepted metav1.Condition
 }
 
-// httpRoute translates an HTTPRoute.
-func (t *translator) httpRoute(v *validation.Validator, r *gwv1.HTTPRoute) *translatedRoute {
+// get returns the rules kept for r; a nil memo has none.
+func (m *RuleMemo) get(r *gwv1.HTTPRoute) (memoRules, bool) {
+	if m == nil {
+		return memoRules{}, false
+	}
+	if v, ok := versionOf(r); ok {
+		got, ok := m.byVersion[v]
+		return got, ok
+	}
+	got, ok := m.byObject[r]
+	return got, ok
+}
+
+// put keeps rules for r.
+func (m *RuleMemo) put(r *gwv1.HTTPRoute, rules memoRules) {
+	if v, ok := versionOf(r); ok {
+		if m.byVersion == nil {
+			m.byVersion = map[routeVersion]memoRules{}
+		}
+		m.byVersion[v] = rules
+		return
+	}
+	if m.byObject == nil {
+		m.byObject = map[*gwv1.HTTPRoute]memoRules{}
+	}
+	m.byObject[r] = rules
+}
+
+// versionOf is r's spec version, when it has a uid and a generation (as
+// every object from the API server has).
+func versionOf(r *gwv1.HTTPRoute) (routeVersion, bool) {
+	return routeVersion{r.UID, r.Generation}, r.UID != "" && r.Generation != 0
+}
+
+// httpRules translates the rules of an HTTPRoute. Nothing later changes
+// them (attachment copies what it changes), so they may be kept.
+func (t *translator) httpRules(v *validation.Validator, r *gwv1.HTTPRoute) memoRules {
 	rules, resolved, accepted := t.routeRules(r)
 	if accepted.Status == metav1.ConditionTrue {
 		// What the VirtualService rules check (regular expressions
@@ -193,10 +241,7 @@ func (t *translator) httpRoute(v *validation.Validator, r *gwv1.HTTPRoute) *tran
 			accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, r.Generation)
 		}
 	}
-	return &translatedRoute{
-		route:   *newRoute(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames),
-		created: r.CreationTimestamp, rules: rules, resolved: resolved, accepted: accepted,
-	}
+	return memoRules{rules: rules, resolved: resolved, accepted: accepted}
 }
 
 // setRouteStatus records the status of a route of kind.
