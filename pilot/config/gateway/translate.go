@@ -95,20 +95,22 @@ func Translate(in Input) Output {
 	vs := newVirtualServices()
 	v := validation.New(validation.Options{GatewayAPI: true})
 	var routes []*translatedRoute
-	next := &RuleMemo{}
+	var next RuleMemo
 	for _, r := range in.HTTPRoutes {
 		m, ok := in.Rules.get(r)
 		if !ok {
 			m = t.httpRules(v, r)
 		}
-		next.put(r, m)
+		if in.Rules != nil {
+			next.put(r, m)
+		}
 		routes = append(routes, &translatedRoute{
 			route:   *newRoute(KindHTTPRoute, &r.ObjectMeta, r.Spec.CommonRouteSpec, r.Spec.Hostnames),
 			created: r.CreationTimestamp, rules: m.rules, resolved: m.resolved, accepted: m.accepted,
 		})
 	}
 	if in.Rules != nil {
-		*in.Rules = *next
+		*in.Rules = next
 	}
 	for _, r := range in.GRPCRoutes {
 		routes = append(routes, t.grpcRoute(v, r))
