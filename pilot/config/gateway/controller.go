@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/time/rate"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -21,6 +19,7 @@ import (
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"github.com/meshpilot/meshpilot/model"
+	"github.com/meshpilot/meshpilot/pilot/config/gateway/deploy"
 	"github.com/meshpilot/meshpilot/pilot/config/memory"
 )
 
@@ -189,7 +188,7 @@ func (c *Controller) eventHandler(resync func()) cache.ResourceEventHandler {
 			// again for it would cost a whole translation per written
 			// object. A status pass is enough (another controller may
 			// have written over our parents).
-			if statusOnly(old, cur) {
+			if deploy.StatusOnlyUpdate(old, cur) {
 				c.kickStatus()
 				return
 			}
@@ -255,21 +254,6 @@ func (c *Controller) GatewayInformers() (gwinformersv1.GatewayInformer, gwinform
 // (an informer of a kind not served never syncs). Run starts it.
 func (c *Controller) ListenerSetInformer() gwinformersv1.ListenerSetInformer {
 	return c.factory.Gateway().V1().ListenerSets()
-}
-
-// statusOnly reports whether an update changed nothing translation reads:
-// not the spec (the generation, which the status subresource of every
-// Gateway API kind leaves alone), labels, annotations or deletion.
-func statusOnly(old, cur any) bool {
-	o, ok := old.(metav1.Object)
-	n, ok2 := cur.(metav1.Object)
-	if !ok || !ok2 || n.GetGeneration() == 0 {
-		return false
-	}
-	return o.GetGeneration() == n.GetGeneration() &&
-		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) &&
-		maps.Equal(o.GetLabels(), n.GetLabels()) &&
-		maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 }
 
 // kickStatus asks for a status pass (coalesced with any pending one).

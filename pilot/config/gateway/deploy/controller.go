@@ -186,13 +186,9 @@ func newRun(opts Options) (*run, error) {
 		AddFunc: r.enqueueObject,
 		UpdateFunc: func(oldObj, newObj any) {
 			// Status writes (attachedRoutes, conditions) change nothing here.
-			o, ok1 := asMeta(oldObj)
-			n, ok2 := asMeta(newObj)
-			if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && o.GetUID() == n.GetUID() &&
-				maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
-				return
+			if !StatusOnlyUpdate(oldObj, newObj) {
+				r.enqueueObject(newObj)
 			}
-			r.enqueueObject(newObj)
 		},
 		DeleteFunc: r.enqueueObject,
 	}); err != nil {
@@ -230,6 +226,21 @@ func newRun(opts Options) (*run, error) {
 		r.sets = opts.ListenerSets.Lister()
 	}
 	return r, nil
+}
+
+// StatusOnlyUpdate reports whether an update of a Gateway API object
+// changed its status alone: not the spec (the generation, which the status
+// subresource of every Gateway API kind leaves alone), uid, labels,
+// annotations or deletion.
+func StatusOnlyUpdate(oldObj, newObj any) bool {
+	o, ok := asMeta(oldObj)
+	n, ok2 := asMeta(newObj)
+	if !ok || !ok2 || n.GetGeneration() == 0 {
+		return false
+	}
+	return o.GetGeneration() == n.GetGeneration() && o.GetUID() == n.GetUID() &&
+		o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) &&
+		maps.Equal(o.GetLabels(), n.GetLabels()) && maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 }
 
 // asMeta returns obj's metadata (also of a deleted object's tombstone).

@@ -46,7 +46,7 @@ func (r *run) unshare() {
 // class; pass reads their data then (overlays).
 func (r *run) watchConfigMaps() error {
 	gi := metadatainformer.NewFilteredMetadataInformer(r.opts.Metadata, corev1.SchemeGroupVersion.WithResource("configmaps"),
-		metav1.NamespaceAll, 0, cache.Indexers{}, nil)
+		metav1.NamespaceAll, 0, cache.Indexers{classDefaultsIndex: r.classOfDefaults}, nil)
 	inf := gi.Informer()
 	if err := inf.SetTransform(slimMetadata); err != nil {
 		return fmt.Errorf("gateway deployment controller: ConfigMap transform: %w", err)
@@ -104,14 +104,32 @@ func slimMetadata(obj any) (any, error) {
 	return out, nil
 }
 
+// classDefaultsIndex indexes the class defaults ConfigMaps by class.
+const classDefaultsIndex = "classDefaults"
+
+// classOfDefaults is the class whose defaults the ConfigMap obj holds
+// (classDefaultsIndex): none unless it is labelled so in the system
+// namespace.
+func (r *run) classOfDefaults(obj any) ([]string, error) {
+	m, ok := asMeta(obj)
+	if !ok || m.GetNamespace() != r.opts.SystemNamespace {
+		return nil, nil
+	}
+	if class, ok := m.GetLabels()[ClassDefaultsLabel]; ok && class != "" {
+		return []string{class}, nil
+	}
+	return nil, nil
+}
+
 // classDefaults is the name of the class defaults ConfigMap of class: the
 // oldest of the system namespace labelled for it (then by name, as
 // istiod picks), "" for none.
 func (r *run) classDefaults(class string) string {
+	objs, _ := r.configMaps.GetIndexer().ByIndex(classDefaultsIndex, class)
 	var best metav1.Object
-	for _, obj := range r.configMaps.GetStore().List() {
+	for _, obj := range objs {
 		m, ok := asMeta(obj)
-		if !ok || m.GetNamespace() != r.opts.SystemNamespace || m.GetLabels()[ClassDefaultsLabel] != class || class == "" {
+		if !ok {
 			continue
 		}
 		if best == nil {
@@ -132,11 +150,8 @@ func (r *run) classDefaults(class string) string {
 // enqueueDefaultsOf enqueues the Gateways of the class whose defaults the
 // ConfigMap obj holds, when it is one.
 func (r *run) enqueueDefaultsOf(obj any) {
-	m, ok := asMeta(obj)
-	if !ok || m.GetNamespace() != r.opts.SystemNamespace {
-		return
-	}
-	if class, ok := m.GetLabels()[ClassDefaultsLabel]; ok {
+	classes, _ := r.classOfDefaults(obj)
+	for _, class := range classes {
 		r.enqueueClassName(class)
 	}
 }
