@@ -138,11 +138,16 @@ func toYaml(v any) string {
 }
 
 // annotation is the pod's annotation name, or def printed.
-func annotation(meta metav1.ObjectMeta, name string, def any) string {
+func annotation(meta metav1.ObjectMeta, name string, def any) (string, error) {
 	if v, ok := meta.Annotations[name]; ok {
-		return v
+		// Templates write the value as text: refuse what could end its
+		// scalar (validateAnnotations already did for known keys).
+		if err := singleLine(v); err != nil {
+			return "", fmt.Errorf("annotation %s: %w", name, err)
+		}
+		return v, nil
 	}
-	return fmt.Sprint(def)
+	return fmt.Sprint(def), nil
 }
 
 // appendMultusNetwork adds network to a Multus networks annotation, JSON

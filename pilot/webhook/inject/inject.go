@@ -139,6 +139,16 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 	if err := validateAnnotations(pod.Annotations); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", name, err)
 	}
+	if err := validateProxyConfig(pc); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", name, err)
+	}
+	w := deployMeta(pod)
+	if opts.Workload != nil {
+		w = *opts.Workload
+	}
+	if err := validateIdentity(pod, w); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", name, err)
+	}
 	req := &request{pod: pod, proxyConfig: pc, proxyEnvs: map[string]string{}}
 	for k, v := range opts.ProxyEnvs {
 		req.proxyEnvs[k] = v
@@ -161,7 +171,7 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 		req.proxyEnvs["ISTIO_META_NETWORK"] = network
 	}
 
-	merged, templatePod, err := i.render(req, opts)
+	merged, templatePod, err := i.render(req, w, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", name, err)
 	}
@@ -177,16 +187,12 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 
 // render runs the selected templates and merges each into the pod; it
 // returns the merged pod and the templates' own pod (what was injected).
-func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod, error) {
+func (i *Injector) render(req *request, w Workload, opts Options) (*corev1.Pod, *corev1.Pod, error) {
 	stripped, err := stripInjected(req.pod, i.mesh.GetDefaultConfig().GetStatusPort())
 	if err != nil {
 		return nil, nil, err
 	}
 	uid, gid := proxyIDs(i.OpenShift, opts.Namespace)
-	w := deployMeta(req.pod)
-	if opts.Workload != nil {
-		w = *opts.Workload
-	}
 	data := &TemplateData{
 		TypeMeta:                 w.TypeMeta,
 		DeploymentMeta:           types.NamespacedName{Name: w.Name, Namespace: w.Namespace},
@@ -224,7 +230,9 @@ func (i *Injector) render(req *request, opts Options) (*corev1.Pod, *corev1.Pod,
 			return nil, nil, fmt.Errorf("template %s: %w", name, err)
 		}
 		// YAML is parsed once; both merges decode the (much faster) JSON.
-		rendered, err := yaml.YAMLToJSON(buf.Bytes())
+		// Strict: a duplicate key means a value broke out of its scalar
+		// (istiod would keep the last one).
+		rendered, err := yaml.YAMLToJSONStrict(buf.Bytes())
 		if err != nil {
 			return nil, nil, fmt.Errorf("template %s output: %w", name, err)
 		}

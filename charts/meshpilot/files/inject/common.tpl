@@ -127,7 +127,7 @@ own Service there (defaultConfig.discoveryAddress), whatever its name. */ -}}
 {{- /* mp.proxyMetadata: ProxyConfig.proxyMetadata as variables. */ -}}
 {{- define "mp.proxyMetadata" -}}
 {{- range $k, $v := .ProxyConfig.ProxyMetadata }}
-    - name: {{ $k }}
+    - name: {{ $k | quote }}
       value: {{ $v | quote }}
 {{- end }}
 {{- end -}}
@@ -140,10 +140,10 @@ own Service there (defaultConfig.discoveryAddress), whatever its name. */ -}}
       httpGet:
         path: /healthz/ready
         port: {{ .port }}
-      initialDelaySeconds: {{ annotation $a `readiness.status.sidecar.istio.io/initialDelaySeconds` ($p.readinessInitialDelaySeconds | default 0) }}
-      periodSeconds: {{ annotation $a `readiness.status.sidecar.istio.io/periodSeconds` ($p.readinessPeriodSeconds | default 15) }}
+      initialDelaySeconds: {{ annotation $a `readiness.status.sidecar.istio.io/initialDelaySeconds` ($p.readinessInitialDelaySeconds | default 0) | int64 }}
+      periodSeconds: {{ annotation $a `readiness.status.sidecar.istio.io/periodSeconds` ($p.readinessPeriodSeconds | default 15) | int64 }}
       timeoutSeconds: 3
-      failureThreshold: {{ annotation $a `readiness.status.sidecar.istio.io/failureThreshold` ($p.readinessFailureThreshold | default 4) }}
+      failureThreshold: {{ annotation $a `readiness.status.sidecar.istio.io/failureThreshold` ($p.readinessFailureThreshold | default 4) | int64 }}
 {{- end -}}
 
 {{- /* mp.userVolumeMounts / mp.userVolumes: the pod's
