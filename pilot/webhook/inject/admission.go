@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -17,7 +18,13 @@ import (
 // only the injector's own check runs, the API server having applied the
 // MutatingWebhookConfiguration's selectors already.
 func (i *Injector) Admit(req *admissionv1.AdmissionRequest, opts Options) *admissionv1.AdmissionResponse {
-	resp, err := i.admit(req, opts)
+	return i.AdmitContext(context.Background(), req, opts)
+}
+
+// AdmitContext is Admit ending its work, with a failure naming ctx's
+// error, once ctx (the admission request's) ends.
+func (i *Injector) AdmitContext(ctx context.Context, req *admissionv1.AdmissionRequest, opts Options) *admissionv1.AdmissionResponse {
+	resp, err := i.admit(ctx, req, opts)
 	if err != nil {
 		resp = &admissionv1.AdmissionResponse{Result: &metav1.Status{
 			Status: metav1.StatusFailure, Message: err.Error(),
@@ -27,7 +34,7 @@ func (i *Injector) Admit(req *admissionv1.AdmissionRequest, opts Options) *admis
 	return resp
 }
 
-func (i *Injector) admit(req *admissionv1.AdmissionRequest, opts Options) (*admissionv1.AdmissionResponse, error) {
+func (i *Injector) admit(ctx context.Context, req *admissionv1.AdmissionRequest, opts Options) (*admissionv1.AdmissionResponse, error) {
 	if req.Kind.Kind != "" && (req.Kind.Group != "" || req.Kind.Kind != "Pod") {
 		return nil, fmt.Errorf("admission request %s: kind %s, want core/v1 Pod", req.UID, req.Kind.String())
 	}
@@ -47,7 +54,7 @@ func (i *Injector) admit(req *admissionv1.AdmissionRequest, opts Options) (*admi
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", podName(pod), err)
 	}
-	injected, err := i.Inject(pod, opts)
+	injected, err := i.InjectContext(ctx, pod, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +62,7 @@ func (i *Injector) admit(req *admissionv1.AdmissionRequest, opts Options) (*admi
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", podName(pod), err)
 	}
-	patch, err := createPatch(original, after)
+	patch, err := createPatch(ctx, original, after)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s patch: %w", podName(pod), err)
 	}

@@ -68,3 +68,53 @@ func moveContainer(from, to []corev1.Container, name string) ([]corev1.Container
 	m := *c
 	return removeContainer(from, name), append(to, m)
 }
+
+// removeNamed returns cs without the containers named in names, in one
+// pass (names come from the pod's status annotation: any number of them).
+func removeNamed(cs []corev1.Container, names []string) []corev1.Container {
+	if len(names) == 0 {
+		return cs
+	}
+	drop := make(map[string]bool, len(names))
+	for _, n := range names {
+		drop[n] = true
+	}
+	out := make([]corev1.Container, 0, len(cs))
+	for _, c := range cs {
+		if !drop[c.Name] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// orderFirst puts the containers named in front first, in that order,
+// then the others in their order, in one pass. As with moveFirst, a moved
+// name keeps its first container only; a name repeated in front counts at
+// its first place; absent names are skipped.
+func orderFirst(cs []corev1.Container, front []string) []corev1.Container {
+	pos := make(map[string]int, len(front))
+	for _, n := range front {
+		if _, ok := pos[n]; !ok {
+			pos[n] = len(pos)
+		}
+	}
+	slots := make([]*corev1.Container, len(pos))
+	rest := make([]corev1.Container, 0, len(cs))
+	for i := range cs {
+		p, moved := pos[cs[i].Name]
+		switch {
+		case !moved:
+			rest = append(rest, cs[i])
+		case slots[p] == nil:
+			slots[p] = &cs[i]
+		}
+	}
+	out := make([]corev1.Container, 0, len(cs))
+	for _, c := range slots {
+		if c != nil {
+			out = append(out, *c)
+		}
+	}
+	return append(out, rest...)
+}

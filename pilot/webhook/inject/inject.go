@@ -2,6 +2,7 @@ package inject
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -49,7 +50,18 @@ type Injector struct {
 	// OpenShift takes the proxy's UID/GID from the namespace's preallocated
 	// ranges (Options.Namespace) instead of 1337.
 	OpenShift bool
+	// MaxContainers bounds a pod's containers, init and ephemeral
+	// containers together: a pod with more is refused (injection fails and
+	// the webhook's failurePolicy applies). 0 means DefaultMaxContainers.
+	MaxContainers int
 }
+
+// DefaultMaxContainers is Injector.MaxContainers's default. Kubernetes sets
+// no limit of its own, but its 3 MiB request bound allows some 30,000
+// minimal containers. Injection cost is linear in the pod's size; the bound
+// (far beyond any real pod) caps one request's work at a few hundred
+// milliseconds of CPU (BenchmarkInjectContainers/10000).
+const DefaultMaxContainers = 10000
 
 // New returns an Injector with native sidecars on. The templates see mesh
 // as .MeshConfig (nil means Istio's defaults; see ParseMesh); its
@@ -120,9 +132,18 @@ type request struct {
 	proxyEnvs   map[string]string
 }
 
-// Inject returns pod with the sidecar injected (pod is not modified). It
-// does not decide whether to inject: see Config.ShouldInject.
+// Inject is InjectContext without a deadline.
 func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
+	return i.InjectContext(context.Background(), pod, opts)
+}
+
+// InjectContext returns pod with the sidecar injected (pod is not
+// modified). It does not decide whether to inject: see
+// Config.ShouldInject. The work stops, with ctx's error, once ctx ends.
+func (i *Injector) InjectContext(ctx context.Context, pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
+	if err := i.checkSize(pod); err != nil {
+		return nil, err
+	}
 	pod = pod.DeepCopy()
 	if pod.Namespace == "" && opts.Namespace != nil {
 		pod.Namespace = opts.Namespace.Name
@@ -171,12 +192,18 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 		req.proxyEnvs["ISTIO_META_NETWORK"] = network
 	}
 
-	merged, templatePod, err := i.render(req, w, opts)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", name, err)
+	}
+	merged, templatePod, err := i.render(ctx, req, w, opts)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", name, err)
 	}
-	merged, err = reapplyOverrides(merged, pod, templatePod, pc)
+	merged, err = reapplyOverrides(ctx, merged, pod, templatePod, pc)
 	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", name, err)
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", name, err)
 	}
 	if err := i.postProcess(merged, templatePod, req); err != nil {
@@ -185,9 +212,21 @@ func (i *Injector) Inject(pod *corev1.Pod, opts Options) (*corev1.Pod, error) {
 	return merged, nil
 }
 
+// checkSize refuses a pod with more containers than MaxContainers.
+func (i *Injector) checkSize(pod *corev1.Pod) error {
+	limit := i.MaxContainers
+	if limit <= 0 {
+		limit = DefaultMaxContainers
+	}
+	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers) + len(pod.Spec.EphemeralContainers); n > limit {
+		return fmt.Errorf("pod %s: %d containers, init and ephemeral containers; the injector takes at most %d", podName(pod), n, limit)
+	}
+	return nil
+}
+
 // render runs the selected templates and merges each into the pod; it
 // returns the merged pod and the templates' own pod (what was injected).
-func (i *Injector) render(req *request, w Workload, opts Options) (*corev1.Pod, *corev1.Pod, error) {
+func (i *Injector) render(ctx context.Context, req *request, w Workload, opts Options) (*corev1.Pod, *corev1.Pod, error) {
 	stripped, err := stripInjected(req.pod, i.mesh.GetDefaultConfig().GetStatusPort())
 	if err != nil {
 		return nil, nil, err
@@ -225,8 +264,18 @@ func (i *Injector) render(req *request, w Workload, opts Options) (*corev1.Pod, 
 			return nil, nil, fmt.Errorf("annotation %s: template %q not found; have %s",
 				templatesAnnotation, name, strings.Join(slices.Sorted(maps.Keys(i.config.Templates)), ", "))
 		}
+		// A clone per request gets this request's list append (linear,
+		// where sprig's copies the list) and output that ends with ctx.
+		t, err := t.Clone()
+		if err != nil {
+			return nil, nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		t.Funcs(newAppender(ctx).funcs())
 		var buf bytes.Buffer
-		if err := t.Execute(&buf, data); err != nil {
+		if err := t.Execute(ctxWriter{ctx, &buf}, data); err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, fmt.Errorf("template %s: %w", name, ctx.Err())
+			}
 			return nil, nil, fmt.Errorf("template %s: %w", name, err)
 		}
 		// YAML is parsed once; both merges decode the (much faster) JSON.
@@ -316,12 +365,8 @@ func inboundTrafficPolicyMode(mesh *meshconfig.MeshConfig) string {
 func stripInjected(pod *corev1.Pod, statusPort int32) (*corev1.Pod, error) {
 	p := pod.DeepCopy()
 	if st, ok := parseStatus(p.Annotations[statusAnnotation]); ok {
-		for _, c := range st.Containers {
-			p.Spec.Containers = removeContainer(p.Spec.Containers, c)
-		}
-		for _, c := range st.InitContainers {
-			p.Spec.InitContainers = removeContainer(p.Spec.InitContainers, c)
-		}
+		p.Spec.Containers = removeNamed(p.Spec.Containers, st.Containers)
+		p.Spec.InitContainers = removeNamed(p.Spec.InitContainers, st.InitContainers)
 		if cur, ok := prometheusPort(p); ok && cur == fmt.Sprint(statusPort) {
 			clearPrometheusAnnotations(p)
 		}
@@ -335,17 +380,27 @@ func stripInjected(pod *corev1.Pod, statusPort int32) (*corev1.Pod, error) {
 	if err := json.Unmarshal([]byte(raw), &ov); err != nil {
 		return nil, fmt.Errorf("annotation %s: %w", overridesAnnotation, err)
 	}
-	for _, c := range ov.Containers {
-		if findContainer(c.Name, p.Spec.Containers) == nil {
-			p.Spec.Containers = append(p.Spec.Containers, c)
-		}
-	}
-	for _, c := range ov.InitContainers {
-		if findContainer(c.Name, p.Spec.InitContainers) == nil {
-			p.Spec.InitContainers = append(p.Spec.InitContainers, c)
-		}
-	}
+	p.Spec.Containers = appendMissing(p.Spec.Containers, ov.Containers)
+	p.Spec.InitContainers = appendMissing(p.Spec.InitContainers, ov.InitContainers)
 	return p, nil
+}
+
+// appendMissing appends to cs the containers of extra whose names cs
+// lacks, in one pass over each.
+func appendMissing(cs, extra []corev1.Container) []corev1.Container {
+	if len(extra) == 0 {
+		return cs
+	}
+	have := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		have[c.Name] = true
+	}
+	for _, c := range extra {
+		if !have[c.Name] {
+			cs, have[c.Name] = append(cs, c), true
+		}
+	}
+	return cs
 }
 
 // overlayJSON strategic-merges a rendered template (a Pod as JSON) over

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -193,7 +194,7 @@ func TestAdmit(t *testing.T) {
 func TestCreatePatch(t *testing.T) {
 	from := `{"a":{"b/c":1,"gone":true,"list":[1,2],"same":[{"x":1}]},"n":null}`
 	to := `{"a":{"b/c":2,"list":[1,2,3],"same":[{"x":1,"y":"z"}],"new":{"k":false}},"n":null}`
-	patch, err := createPatch([]byte(from), []byte(to))
+	patch, err := createPatch(context.Background(), []byte(from), []byte(to))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -25,7 +26,8 @@ type operation struct {
 }
 
 // createPatch returns the JSONPatch turning JSON document from into to.
-func createPatch(from, to []byte) ([]byte, error) {
+// It stops with ctx's error once ctx ends.
+func createPatch(ctx context.Context, from, to []byte) ([]byte, error) {
 	a, err := decodeJSON(from)
 	if err != nil {
 		return nil, fmt.Errorf("original object: %w", err)
@@ -35,7 +37,7 @@ func createPatch(from, to []byte) ([]byte, error) {
 		return nil, fmt.Errorf("injected object: %w", err)
 	}
 	ops := []operation{}
-	if err := diff(a, b, "", &ops); err != nil {
+	if err := diff(ctx, a, b, "", &ops); err != nil {
 		return nil, err
 	}
 	return json.Marshal(ops)
@@ -56,7 +58,7 @@ func escapePointer(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
-func diff(a, b any, path string, ops *[]operation) error {
+func diff(ctx context.Context, a, b any, path string, ops *[]operation) error {
 	switch av := a.(type) {
 	case map[string]any:
 		bv, ok := b.(map[string]any)
@@ -79,7 +81,7 @@ func diff(a, b any, path string, ops *[]operation) error {
 				*ops = append(*ops, operation{Op: "add", Path: p, Value: raw})
 				continue
 			}
-			if err := diff(old, bv[k], p, ops); err != nil {
+			if err := diff(ctx, old, bv[k], p, ops); err != nil {
 				return err
 			}
 		}
@@ -90,7 +92,10 @@ func diff(a, b any, path string, ops *[]operation) error {
 			return replaceOp(b, path, ops)
 		}
 		for i := range av {
-			if err := diff(av[i], bv[i], path+"/"+strconv.Itoa(i), ops); err != nil {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := diff(ctx, av[i], bv[i], path+"/"+strconv.Itoa(i), ops); err != nil {
 				return err
 			}
 		}

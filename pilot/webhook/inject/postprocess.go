@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -49,7 +50,7 @@ func parseStatus(raw string) (status, bool) {
 // container (e.g. an istio-proxy container in the pod spec) back over the
 // injected one, so user settings win; they are saved in an annotation for
 // re-injection.
-func reapplyOverrides(final, original, templatePod *corev1.Pod, pc *meshconfig.ProxyConfig) (*corev1.Pod, error) {
+func reapplyOverrides(ctx context.Context, final, original, templatePod *corev1.Pod, pc *meshconfig.ProxyConfig) (*corev1.Pod, error) {
 	var saved overrides
 	if raw, ok := original.Annotations[overridesAnnotation]; ok {
 		if err := json.Unmarshal([]byte(raw), &saved); err != nil {
@@ -60,6 +61,9 @@ func reapplyOverrides(final, original, templatePod *corev1.Pod, pc *meshconfig.P
 	_, alreadyInjected := original.Annotations[statusAnnotation]
 	var found overrides
 	apply := func(name string, init bool) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var match *corev1.Container
 		if init {
 			if injected && contains(prev.InitContainers, name) {
@@ -264,13 +268,9 @@ func (i *Injector) reorder(pod *corev1.Pod, req *request) {
 	}
 	ic := pod.Spec.InitContainers
 	if findContainer(proxyContainer, ic) != nil {
-		ic = moveFirst(ic, coreDumpContainer)
-		ic = moveFirst(ic, proxyContainer)
-		for j := len(before) - 1; j >= 0; j-- {
-			ic = moveFirst(ic, before[j])
-		}
-		ic = moveFirst(ic, validationContainer)
-		ic = moveFirst(ic, initContainer)
+		// One pass, whatever the number of names the annotation lists.
+		front := append([]string{initContainer, validationContainer}, before...)
+		ic = orderFirst(ic, append(front, proxyContainer, coreDumpContainer))
 	} else {
 		ic = moveFirst(ic, validationContainer)
 		ic = moveLast(ic, initContainer)

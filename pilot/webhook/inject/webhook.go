@@ -52,8 +52,10 @@ type Webhook struct {
 	// ProxyConfigs returns the ProxyConfig objects that apply to a pod of
 	// namespace with labels, lowest precedence first; nil means none.
 	ProxyConfigs func(namespace string, labels map[string]string) []*networkingv1beta1.ProxyConfig
-	Metrics      *Metrics
-	Log          *slog.Logger
+	// MaxContainers is Injector.MaxContainers (0: DefaultMaxContainers).
+	MaxContainers int
+	Metrics       *Metrics
+	Log           *slog.Logger
 }
 
 var _ server.Injector = (*Webhook)(nil)
@@ -62,7 +64,7 @@ var _ server.Injector = (*Webhook)(nil)
 // API server already applied the webhook's namespace and object selectors,
 // and Admit then makes the injector's own decision (policy, never/always
 // selectors, hostNetwork), as Istio's webhook does.
-func (w *Webhook) Inject(_ context.Context, req *admissionv1.AdmissionRequest, params server.InjectParams) *admissionv1.AdmissionResponse {
+func (w *Webhook) Inject(ctx context.Context, req *admissionv1.AdmissionRequest, params server.InjectParams) *admissionv1.AdmissionResponse {
 	config := w.Config()
 	if config == nil {
 		w.Metrics.record(skipped)
@@ -77,7 +79,8 @@ func (w *Webhook) Inject(_ context.Context, req *admissionv1.AdmissionRequest, p
 	}
 	inj := New(config, mesh, w.Revision)
 	inj.NativeSidecars = w.NativeSidecars != nil && w.NativeSidecars()
-	resp := inj.Admit(req, Options{ProxyEnvs: params.Env, ProxyConfigs: w.ProxyConfigs})
+	inj.MaxContainers = w.MaxContainers
+	resp := inj.AdmitContext(ctx, req, Options{ProxyEnvs: params.Env, ProxyConfigs: w.ProxyConfigs})
 	switch {
 	case resp.Result != nil && resp.Result.Status == metav1.StatusFailure:
 		w.Metrics.record(failed)
