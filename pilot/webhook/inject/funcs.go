@@ -140,10 +140,14 @@ func toYaml(v any) string {
 // annotation is the pod's annotation name, or def printed.
 func annotation(meta metav1.ObjectMeta, name string, def any) (string, error) {
 	if v, ok := meta.Annotations[name]; ok {
-		// Templates write the value as text: refuse what could end its
-		// scalar (validateAnnotations already did for known keys).
+		// Templates write the value as text, Istio's between double quotes
+		// unescaped: refuse what could end or extend that scalar
+		// (validateAnnotations already did for the keys it knows).
 		if err := singleLine(v); err != nil {
 			return "", fmt.Errorf("annotation %s: %w", name, err)
+		}
+		if strings.ContainsAny(v, `"\`) {
+			return "", fmt.Errorf("annotation %s: %.64q contains '\"' or '\\'", name, v)
 		}
 		return v, nil
 	}
