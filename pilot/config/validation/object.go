@@ -88,6 +88,10 @@ func (v *Validator) Check(ctx context.Context, j []byte) (*Checked, error) {
 	if err := utiljson.Unmarshal(j, &obj); err != nil {
 		return nil, fmt.Errorf("decode JSON: %w", err)
 	}
+	// Large objects take seconds: stop between the steps once nobody waits.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("validation stopped: %w", err)
+	}
 	apiVersion, _ := obj["apiVersion"].(string)
 	kind, _ := obj["kind"].(string)
 	group, version, _ := strings.Cut(apiVersion, "/")
@@ -114,6 +118,9 @@ func (v *Validator) Check(ctx context.Context, j []byte) (*Checked, error) {
 	errs, err := v.Object(ctx, c.GVK, obj)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("validation stopped: %w", err)
 	}
 	if c.Errors = errs; len(errs) > 0 {
 		return c, nil

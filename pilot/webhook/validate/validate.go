@@ -31,8 +31,17 @@ type View interface {
 	WorkloadSelected(selector map[string]string) (selected, known bool)
 }
 
+// DefaultMaxErrors is how many field errors a denial lists by default; the
+// rest are counted ("and 61980 more"). An object with tens of thousands of
+// invalid fields would otherwise get an answer of many megabytes.
+const DefaultMaxErrors = 20
+
 // Options configure a Handler.
 type Options struct {
+	// MaxErrors bounds the field errors a denial lists, in its message and
+	// its causes; 0 means DefaultMaxErrors. Each error's field and message
+	// is cut at clientlog.MaxMessage bytes.
+	MaxErrors int
 	// Validator is the shared validator (the file source's); required.
 	Validator *validation.Validator
 	// View gives the cross-object warnings; nil gives none.
@@ -55,12 +64,21 @@ func New(opts Options) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxErrors <= 0 {
+		opts.MaxErrors = DefaultMaxErrors
+	}
 	return &Handler{opts: opts, log: log}
 }
 
 // Validate admits or denies req. CREATE and UPDATE are checked; other
 // operations are admitted (and counted as unsupported_operation, as Istio).
+// When ctx ends first, the work stops and the request is denied (nobody
+// may be waiting for the answer any more, and an admission without a
+// verdict must not pass).
 func (h *Handler) Validate(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if err := ctx.Err(); err != nil {
+		return stopped(req, err)
+	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		h.opts.Metrics.failed(req, ReasonUnsupportedOperation)
 		return &admissionv1.AdmissionResponse{Allowed: true}
@@ -75,19 +93,24 @@ func (h *Handler) Validate(ctx context.Context, req *admissionv1.AdmissionReques
 		return deny(req, fmt.Sprintf("%s: unrecognized type %s/%s %s", what, req.Kind.Group, req.Kind.Version, req.Kind.Kind))
 	}
 	checked, err := h.opts.Validator.Check(ctx, req.Object.Raw)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		h.log.Debug("validation stopped", clientlog.String("object", what), "error", ctxErr)
+		return stopped(req, ctxErr)
+	}
 	if err != nil {
 		h.opts.Metrics.failed(req, ReasonDecodeError)
 		return deny(req, fmt.Sprintf("%s: %s", what, clientlog.Truncate(err.Error(), clientlog.MaxMessage)))
 	}
 	if len(checked.Errors) > 0 {
 		h.opts.Metrics.failed(req, ReasonInvalid)
-		h.log.Info("configuration denied", clientlog.String("object", what), clientlog.Message("errors", joinErrors(checked.Errors)))
-		return denyFields(req, what, checked.Errors)
+		listed, more := h.bounded(checked.Errors)
+		h.log.Info("configuration denied", clientlog.String("object", what), clientlog.Message("errors", joinErrors(listed, more)))
+		return denyFields(req, what, listed, more)
 	}
 	h.opts.Metrics.passed(req)
 	resp := &admissionv1.AdmissionResponse{Allowed: true}
 	if h.opts.View != nil {
-		resp.Warnings = warnings(h.opts.View, checked, what)
+		resp.Warnings = warnings(ctx, h.opts.View, checked, what)
 	}
 	return resp
 }
@@ -101,12 +124,37 @@ func objectName(req *admissionv1.AdmissionRequest) string {
 	return req.Kind.Kind + " " + name
 }
 
-func joinErrors(errs []validation.FieldError) string {
-	parts := make([]string, len(errs))
+// bounded returns the first MaxErrors of errs, each cut to a bounded
+// size, and how many more there are.
+func (h *Handler) bounded(errs []validation.FieldError) ([]validation.FieldError, int) {
+	n := min(len(errs), h.opts.MaxErrors)
+	out := make([]validation.FieldError, n)
+	for i, e := range errs[:n] {
+		out[i] = validation.FieldError{
+			Field:   clientlog.Truncate(e.Field, clientlog.MaxMessage),
+			Message: clientlog.Truncate(e.Message, clientlog.MaxMessage),
+		}
+	}
+	return out, len(errs) - n
+}
+
+// joinErrors lists errs and says how many more were left out.
+func joinErrors(errs []validation.FieldError, more int) string {
+	parts := make([]string, len(errs), len(errs)+1)
 	for i, e := range errs {
 		parts[i] = e.Error()
 	}
+	if more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more errors", more))
+	}
 	return strings.Join(parts, "; ")
+}
+
+// stopped denies req whose validation ended with its context.
+func stopped(req *admissionv1.AdmissionRequest, err error) *admissionv1.AdmissionResponse {
+	resp := deny(req, fmt.Sprintf("%s: validation stopped: %v", objectName(req), err))
+	resp.Result.Reason, resp.Result.Code = metav1.StatusReasonTimeout, 504
+	return resp
 }
 
 func deny(req *admissionv1.AdmissionRequest, msg string) *admissionv1.AdmissionResponse {
@@ -117,10 +165,11 @@ func deny(req *admissionv1.AdmissionRequest, msg string) *admissionv1.AdmissionR
 	}}
 }
 
-// denyFields denies with every field error in the message (the API server
-// shows only the message) and as the status's causes.
-func denyFields(req *admissionv1.AdmissionRequest, what string, errs []validation.FieldError) *admissionv1.AdmissionResponse {
-	resp := deny(req, fmt.Sprintf("configuration is invalid: %s: %s", what, joinErrors(errs)))
+// denyFields denies with the listed field errors in the message (the API
+// server shows only the message) and as the status's causes; more is the
+// count of those left out.
+func denyFields(req *admissionv1.AdmissionRequest, what string, errs []validation.FieldError, more int) *admissionv1.AdmissionResponse {
+	resp := deny(req, fmt.Sprintf("configuration is invalid: %s: %s", what, joinErrors(errs, more)))
 	resp.Result.Reason = metav1.StatusReasonInvalid
 	resp.Result.Code = 422
 	for _, e := range errs {

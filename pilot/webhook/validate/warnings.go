@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,13 +17,14 @@ import (
 const maxWarnings = 20
 
 // warnings are the cross-object problems of a valid object against the
-// current view; none before the first PushContext.
-func warnings(v View, c *validation.Checked, what string) []string {
+// current view; none before the first PushContext. They stop, incomplete,
+// when ctx ends.
+func warnings(ctx context.Context, v View, c *validation.Checked, what string) []string {
 	pc := v.PushContext()
 	if pc == nil {
 		return nil
 	}
-	w := &warner{pc: pc, ns: c.Meta.Namespace, name: c.Meta.Name, what: what}
+	w := &warner{ctx: ctx, pc: pc, ns: c.Meta.Namespace, name: c.Meta.Name, what: what}
 	switch spec := c.Spec.(type) {
 	case *networking.VirtualService:
 		w.virtualService(spec)
@@ -39,6 +41,7 @@ func warnings(v View, c *validation.Checked, what string) []string {
 }
 
 type warner struct {
+	ctx      context.Context
 	pc       *model.PushContext
 	ns, name string
 	what     string
@@ -77,7 +80,9 @@ func (w *warner) virtualService(vs *networking.VirtualService) {
 }
 
 func (w *warner) destination(field string, d *networking.Destination) {
-	if d == nil || d.GetHost() == "" {
+	// Each destination scans the DestinationRules: a VirtualService of
+	// many thousand routes must not go on after its request ended.
+	if d == nil || d.GetHost() == "" || w.ctx.Err() != nil {
 		return
 	}
 	host := w.resolve(d.GetHost(), w.ns)
