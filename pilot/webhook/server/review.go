@@ -10,8 +10,10 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/meshpilot/meshpilot/internal/clientlog"
 )
@@ -32,7 +34,13 @@ func (s *Server) review(endpoint string, fn answer) http.Handler {
 			http.Error(w, err.Error(), status)
 			return
 		}
-		resp := fn(r.Context(), r.URL.Path, ar.Request)
+		ctx, cancel := context.WithTimeout(r.Context(), s.reviewTimeout(r))
+		defer cancel()
+		resp := fn(ctx, r.URL.Path, ar.Request)
+		if err := r.Context().Err(); err != nil {
+			log.Debug("admission client gone before the answer", requestAttrs(ar.Request), "error", err)
+			return
+		}
 		if resp == nil {
 			log.Error("admission handler returned no response", requestAttrs(ar.Request))
 			s.httpError(endpoint, http.StatusInternalServerError)
@@ -48,11 +56,67 @@ func (s *Server) review(endpoint string, fn answer) http.Handler {
 			http.Error(w, "encode admission response: "+err.Error(), http.StatusInternalServerError)
 			return
 		}
+		if endpoint == "validate" && len(body) > s.opts.MaxValidateResponseBytes {
+			log.Error("admission response too large: sending it shortened", requestAttrs(ar.Request),
+				"bytes", len(body), "max_bytes", s.opts.MaxValidateResponseBytes)
+			out.Response = shortened(resp, s.opts.MaxValidateResponseBytes)
+			if body, err = json.Marshal(&out); err != nil {
+				s.httpError(endpoint, http.StatusInternalServerError)
+				http.Error(w, "encode admission response: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if _, err := w.Write(body); err != nil {
 			log.Debug("write admission response", "error", err)
 		}
 	})
+}
+
+// limitInFlight lets at most MaxValidationsInFlight requests into h at
+// once and answers the others 429 at once, asking to retry in a second.
+// Unlike istiod, which works on every request it gets: each can take
+// seconds and hundreds of MB.
+func (s *Server) limitInFlight(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.validating <- struct{}{}:
+			defer func() { <-s.validating }()
+			h.ServeHTTP(w, r)
+		default:
+			s.log.Debug("validation requests at their cap: answering 429", "peer", r.RemoteAddr, "max_in_flight", cap(s.validating))
+			s.httpError("validate", http.StatusTooManyRequests)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("%d validation requests in flight already: retry", cap(s.validating)), http.StatusTooManyRequests)
+		}
+	})
+}
+
+// reviewTimeout is how long one review may be worked on: the server's
+// write timeout, or the timeout the API server puts in the URL
+// (?timeout=10s, its webhook's timeoutSeconds) when shorter.
+func (s *Server) reviewTimeout(r *http.Request) time.Duration {
+	d := s.opts.Limits.WriteTimeout
+	if d <= 0 {
+		d = maxWebhookTimeout
+	}
+	if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 && t < d {
+		d = t
+	}
+	return d
+}
+
+// shortened is resp, verdict kept, with its message cut and its causes and
+// warnings left out, small enough to send.
+func shortened(resp *admissionv1.AdmissionResponse, maxBytes int) *admissionv1.AdmissionResponse {
+	out := &admissionv1.AdmissionResponse{UID: resp.UID, Allowed: resp.Allowed, Result: &metav1.Status{}}
+	if resp.Result != nil {
+		out.Result.Status, out.Result.Reason, out.Result.Code = resp.Result.Status, resp.Result.Reason, resp.Result.Code
+		out.Result.Message = resp.Result.Message
+	}
+	out.Result.Message = clientlog.Truncate(out.Result.Message, min(maxBytes/8, clientlog.MaxMessage*4)) +
+		" (answer shortened: it exceeded the webhook's response size limit)"
+	return out
 }
 
 // httpError counts an HTTP error answer of /validate.

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/meshpilot/meshpilot/internal/httpserve"
 	"github.com/meshpilot/meshpilot/internal/ready"
 )
 
@@ -27,6 +28,24 @@ import (
 // accepts objects of up to 3 MiB; an update carries the object and its old
 // version, so 6 MiB holds any review the API server can send.
 const DefaultMaxBodyBytes = 6 << 20
+
+// DefaultMaxValidationsInFlight caps the /validate requests worked on at
+// once. A 6 MiB review of an object with 62,000 routes takes seconds of
+// CPU and a few hundred MB; an ordinary one takes a millisecond, so four
+// at once keep up with any apply. The rest are answered 429 at once with
+// Retry-After: client-go's REST client, which the API server's webhook
+// calls go through, retries those within the webhook's timeout.
+const DefaultMaxValidationsInFlight = 4
+
+// DefaultMaxValidateResponseBytes bounds a /validate answer. The validator
+// lists a bounded number of errors and warnings, so only a validator
+// misbehaving reaches it; then a shortened answer with the same verdict
+// is sent.
+const DefaultMaxValidateResponseBytes = 256 << 10
+
+// maxWebhookTimeout is the longest timeoutSeconds a webhook configuration
+// can have (and the default write timeout of the server).
+const maxWebhookTimeout = 30 * time.Second
 
 // Validator answers /validate.
 type Validator interface {
@@ -44,9 +63,17 @@ type Options struct {
 	Injector Injector
 	// MaxBodyBytes bounds a request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// ReadTimeout bounds reading a whole request, WriteTimeout writing the
-	// answer; 0 means 30 s, the longest timeoutSeconds a webhook can have.
-	ReadTimeout, WriteTimeout time.Duration
+	// Limits bound the HTTP server (timeouts, header size, connections);
+	// zero fields take httpserve's defaults, whose read and write timeouts
+	// are 30 s, the longest timeoutSeconds a webhook can have. The
+	// WriteTimeout is also the longest a review is worked on.
+	Limits httpserve.Limits
+	// MaxValidationsInFlight caps the /validate requests worked on at once;
+	// others get 429 with Retry-After. 0 means DefaultMaxValidationsInFlight.
+	MaxValidationsInFlight int
+	// MaxValidateResponseBytes bounds a /validate answer; 0 means
+	// DefaultMaxValidateResponseBytes.
+	MaxValidateResponseBytes int
 	// ProbeRoots and ProbeServerName verify the server's own certificate in
 	// the readiness probe (Serve's handshake to itself). Nil ProbeRoots skips
 	// verification, which still proves the listener completes handshakes.
@@ -72,6 +99,8 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	serving *ready.Signal
+	// validating holds a token per /validate request being worked on.
+	validating chan struct{}
 }
 
 // New returns a server; nothing listens until Serve.
@@ -79,23 +108,25 @@ func New(opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if opts.ReadTimeout <= 0 {
-		opts.ReadTimeout = 30 * time.Second
+	opts.Limits = opts.Limits.WithDefaults()
+	if opts.MaxValidationsInFlight <= 0 {
+		opts.MaxValidationsInFlight = DefaultMaxValidationsInFlight
 	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = 30 * time.Second
+	if opts.MaxValidateResponseBytes <= 0 {
+		opts.MaxValidateResponseBytes = DefaultMaxValidateResponseBytes
 	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log, serving: ready.New("admission webhook")}
+	return &Server{opts: opts, log: log, serving: ready.New("admission webhook"),
+		validating: make(chan struct{}, opts.MaxValidationsInFlight)}
 }
 
 // Handler is the webhook's routes, without TLS (tests, other listeners).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/validate", s.review("validate", s.validate))
+	mux.Handle("/validate", s.limitInFlight(s.review("validate", s.validate)))
 	mux.Handle("/inject", s.review("inject", s.inject))
 	mux.Handle("/inject/", s.review("inject", s.inject))
 	return mux
@@ -112,16 +143,8 @@ func (s *Server) WaitServing(ctx context.Context) error { return s.serving.Wait(
 // gracefully (5 s at most). Once serving it probes itself with a TLS
 // handshake, retrying with backoff, and marks Serving when one succeeds.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		TLSConfig:         s.opts.TLS,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       s.opts.ReadTimeout,
-		WriteTimeout:      s.opts.WriteTimeout,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
+	srv := httpserve.New("admission webhook", s.Handler(), s.opts.Limits, s.log)
+	srv.TLSConfig = s.opts.TLS
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(lis, "", "") }()
 	probeCtx, stopProbe := context.WithCancel(ctx)
