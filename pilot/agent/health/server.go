@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/meshpilot/meshpilot/internal/httpserve"
 )
 
 // Istio's paths on the status port.
@@ -51,6 +53,11 @@ type Options struct {
 	Quit func()
 	// Log is the logger (nil: discard).
 	Log *slog.Logger
+	// Limits bound the HTTP server: timeouts, header size and open
+	// connections (at the cap, the longest idle one is closed, so the
+	// kubelet's probes are served however many idle scrapers stay
+	// connected). Zero fields take httpserve's defaults.
+	Limits httpserve.Limits
 }
 
 // Server is the agent's status server.
@@ -109,11 +116,8 @@ func (s *Server) Run(ctx context.Context) error {
 		s.addr = ln.Addr().String()
 		close(s.bound)
 	})
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
+	srv := httpserve.New("agent status", s.Handler(), s.opts.Limits, s.log)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	s.log.Info("status server listening", "addr", s.addr)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
