@@ -3,6 +3,7 @@ package dns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -124,10 +125,15 @@ func (s *stubUpstream) saw(name string) bool {
 // it (checking that Run returns) when the test ends.
 func startProxy(t *testing.T, nt nds.NameTable, upstreams ...string) *Server {
 	t.Helper()
-	s, err := New(Options{
-		Addr: "127.0.0.1:0", Upstreams: upstreams, Namespace: "default", Domain: "cluster.local",
-		UpstreamTimeout: 2 * time.Second, Log: slog.New(slog.DiscardHandler),
-	})
+	return startProxyOpts(t, nt, Options{Upstreams: upstreams, UpstreamTimeout: 2 * time.Second})
+}
+
+// startProxyOpts is startProxy with options: Addr, Namespace, Domain and
+// Log are set here.
+func startProxyOpts(t *testing.T, nt nds.NameTable, o Options) *Server {
+	t.Helper()
+	o.Addr, o.Namespace, o.Domain, o.Log = "127.0.0.1:0", "default", "cluster.local", slog.New(slog.DiscardHandler)
+	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,3 +195,73 @@ func lookup(t *testing.T, r *net.Resolver, name, network string) []string {
 }
 
 func trimDot(s string) string { return strings.TrimSuffix(s, ".") }
+
+// newQuery is a query of type A for name with ID id.
+func newQuery(t *testing.T, id uint16, name string) []byte {
+	t.Helper()
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
+	_ = b.StartQuestions()
+	if err := b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+// reply is what tests check of a response: its ID, rcode and A records.
+type reply struct {
+	id    uint16
+	rcode dnsmessage.RCode
+	a     []string
+}
+
+func parseReply(b []byte) (reply, error) {
+	var p dnsmessage.Parser
+	h, err := p.Start(b)
+	if err != nil {
+		return reply{}, err
+	}
+	r := reply{id: h.ID, rcode: h.RCode}
+	if err := p.SkipAllQuestions(); err != nil {
+		return r, err
+	}
+	for {
+		rh, err := p.AnswerHeader()
+		if errors.Is(err, dnsmessage.ErrSectionDone) {
+			return r, nil
+		}
+		if err != nil {
+			return r, err
+		}
+		if rh.Type != dnsmessage.TypeA {
+			if err := p.SkipAnswer(); err != nil {
+				return r, err
+			}
+			continue
+		}
+		a, err := p.AResource()
+		if err != nil {
+			return r, err
+		}
+		r.a = append(r.a, netip.AddrFrom4(a.A).String())
+	}
+}
+
+// exchangeTCP sends one query on c and reads its response, both within
+// the deadline.
+func exchangeTCP(c net.Conn, msg []byte, deadline time.Time) (reply, error) {
+	if err := c.SetDeadline(deadline); err != nil {
+		return reply{}, err
+	}
+	if err := writeTCPMessage(c, msg); err != nil {
+		return reply{}, fmt.Errorf("write: %w", err)
+	}
+	resp, err := readTCPMessage(c)
+	if err != nil {
+		return reply{}, fmt.Errorf("read: %w", err)
+	}
+	return parseReply(resp)
+}

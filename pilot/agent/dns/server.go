@@ -31,8 +31,7 @@ const (
 	DefaultUpstreamTimeout = 5 * time.Second
 	DefaultMaxInFlight     = 256
 	DefaultMaxTCPConns     = 64
-	// tcpIdleTimeout ends a TCP connection with no query for this long.
-	tcpIdleTimeout = 10 * time.Second
+	DefaultTCPIdleTimeout  = 10 * time.Second
 )
 
 // Options configure the DNS proxy. The agent fills them once.
@@ -52,11 +51,18 @@ type Options struct {
 	Domain    string
 	// UpstreamTimeout bounds each upstream attempt. Default DefaultUpstreamTimeout.
 	UpstreamTimeout time.Duration
-	// MaxInFlight bounds the queries handled at once; UDP queries beyond
-	// it are dropped (the client retries). Default DefaultMaxInFlight.
+	// MaxInFlight is the number of upstream slots: queries being
+	// forwarded at once. A query to forward when every slot is taken gets
+	// SERVFAIL at once. Names the table answers take no slot: they are
+	// answered on the reading goroutine, never behind the upstream.
+	// Default DefaultMaxInFlight.
 	MaxInFlight int
-	// MaxTCPConns bounds open TCP connections. Default DefaultMaxTCPConns.
+	// MaxTCPConns bounds open TCP connections; a connection accepted at
+	// the cap closes the one idle longest. Default DefaultMaxTCPConns.
 	MaxTCPConns int
+	// TCPIdleTimeout closes a TCP connection with no complete query for
+	// this long. Default DefaultTCPIdleTimeout.
+	TCPIdleTimeout time.Duration
 	// Log is nil for slog.Default().
 	Log *slog.Logger
 }
@@ -69,12 +75,15 @@ type Server struct {
 	upstreams []string
 	table     atomic.Pointer[table]
 	ready     chan struct{}
-	inFlight  chan struct{}
-	tcpConns  chan struct{}
+	// slots holds a token per query being forwarded (MaxInFlight).
+	slots chan struct{}
+	conns *tcpConns
 
 	udpAddr, tcpAddr net.Addr // set before ready is closed
 	forwarded        atomic.Uint64
 	answered         atomic.Uint64
+	shed             atomic.Uint64
+	evicted          atomic.Uint64
 }
 
 // New returns a proxy; it reads the upstream resolvers now.
@@ -94,6 +103,9 @@ func New(o Options) (*Server, error) {
 	if o.MaxTCPConns <= 0 {
 		o.MaxTCPConns = DefaultMaxTCPConns
 	}
+	if o.TCPIdleTimeout <= 0 {
+		o.TCPIdleTimeout = DefaultTCPIdleTimeout
+	}
 	log := o.Log
 	if log == nil {
 		log = slog.Default()
@@ -110,7 +122,7 @@ func New(o Options) (*Server, error) {
 	}
 	return &Server{
 		opts: o, log: log, upstreams: ups, ready: make(chan struct{}),
-		inFlight: make(chan struct{}, o.MaxInFlight), tcpConns: make(chan struct{}, o.MaxTCPConns),
+		slots: make(chan struct{}, o.MaxInFlight), conns: newTCPConns(o.MaxTCPConns),
 	}, nil
 }
 
@@ -134,6 +146,13 @@ func (s *Server) Forwarded() uint64 { return s.forwarded.Load() }
 
 // Answered: see Forwarded.
 func (s *Server) Answered() uint64 { return s.answered.Load() }
+
+// Shed counts queries to forward that got SERVFAIL because every upstream
+// slot was taken.
+func (s *Server) Shed() uint64 { return s.shed.Load() }
+
+// Evicted counts TCP connections closed to make room for a new one.
+func (s *Server) Evicted() uint64 { return s.evicted.Load() }
 
 // Run serves until ctx is done, then closes the listeners and waits for
 // every query in progress. Call it once.
@@ -181,6 +200,8 @@ func listen(ctx context.Context, addr string) (net.PacketConn, net.Listener, err
 	}
 }
 
+// serveUDP reads queries, answers the table's names on this goroutine
+// and hands the others to a goroutine each, while an upstream slot is free.
 func (s *Server) serveUDP(ctx context.Context, conn net.PacketConn, wg *sync.WaitGroup) {
 	buf := make([]byte, maxMessage)
 	for {
@@ -191,18 +212,22 @@ func (s *Server) serveUDP(ctx context.Context, conn net.PacketConn, wg *sync.Wai
 			}
 			return
 		}
-		select {
-		case s.inFlight <- struct{}{}:
-		default:
-			// Overloaded: drop; the client's resolver retries.
+		resp, q, fwd := s.local(buf[:n], false)
+		if fwd && !s.takeSlot() {
+			resp, fwd = s.servfail(q), false
+		}
+		if !fwd {
+			if resp != nil {
+				_, _ = conn.WriteTo(resp, from)
+			}
 			continue
 		}
 		msg := append([]byte(nil), buf[:n]...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-s.inFlight }()
-			if resp := s.handle(ctx, msg, false); resp != nil {
+			defer s.releaseSlot()
+			if resp := s.forwardQuery(ctx, q, msg, false); resp != nil {
 				_, _ = conn.WriteTo(resp, from)
 			}
 		}()
@@ -218,42 +243,49 @@ func (s *Server) serveTCP(ctx context.Context, l net.Listener, wg *sync.WaitGrou
 			}
 			return
 		}
-		select {
-		case s.tcpConns <- struct{}{}:
-		default:
-			conn.Close()
-			continue
+		tc, victim := s.conns.add(conn)
+		if victim != nil {
+			// Its goroutine sees the close and exits; its descriptor is
+			// released at once.
+			victim.Close()
+			s.evicted.Add(1)
+			s.log.Debug("dns proxy: closed the idlest tcp connection for a new one",
+				clientlog.String("client", victim.RemoteAddr().String()))
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-s.tcpConns }()
-			s.serveTCPConn(ctx, conn)
+			defer s.conns.remove(tc)
+			s.serveTCPConn(ctx, tc)
 		}()
 	}
 }
 
 // serveTCPConn answers the queries of one connection in order until it is
-// idle for tcpIdleTimeout, fails, or ctx ends.
-func (s *Server) serveTCPConn(ctx context.Context, conn net.Conn) {
+// idle for TCPIdleTimeout, fails, is evicted, or ctx ends.
+func (s *Server) serveTCPConn(ctx context.Context, tc *tcpConn) {
+	conn := tc.Conn
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	for {
-		if err := conn.SetDeadline(time.Now().Add(tcpIdleTimeout)); err != nil {
+		if err := conn.SetDeadline(time.Now().Add(s.opts.TCPIdleTimeout)); err != nil {
 			return
 		}
 		msg, err := readTCPMessage(conn)
 		if err != nil {
 			return
 		}
-		select {
-		case s.inFlight <- struct{}{}:
-		case <-ctx.Done():
-			return
+		s.conns.active(tc, true)
+		resp, q, fwd := s.local(msg, true)
+		if fwd {
+			if s.takeSlot() {
+				resp = s.forwardQuery(ctx, q, msg, true)
+				s.releaseSlot()
+			} else {
+				resp = s.servfail(q)
+			}
 		}
-		resp := s.handle(ctx, msg, true)
-		<-s.inFlight
 		if resp == nil {
 			return
 		}
@@ -263,33 +295,56 @@ func (s *Server) serveTCPConn(ctx context.Context, conn net.Conn) {
 		if err := writeTCPMessage(conn, resp); err != nil {
 			return
 		}
+		s.conns.active(tc, false)
 	}
 }
 
-// handle returns the response to one message, or nil to send none.
-func (s *Server) handle(ctx context.Context, msg []byte, tcp bool) []byte {
+// takeSlot takes an upstream slot if one is free; false counts a shed query.
+func (s *Server) takeSlot() bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+		s.shed.Add(1)
+		return false
+	}
+}
+
+func (s *Server) releaseSlot() { <-s.slots }
+
+// local answers msg without the upstream when it can: resp is the table's
+// answer or FORMERR, or nil for no response. Otherwise fwd is true and q
+// is the query to forward. It is cheap (no I/O), so readers call it inline.
+func (s *Server) local(msg []byte, tcp bool) (resp []byte, q query, fwd bool) {
 	q, err := parseQuery(msg)
 	if err != nil {
 		if errors.Is(err, errNotQuery) || q.header.Response {
-			return nil
+			return nil, q, false
 		}
 		resp, ferr := failure(query{header: q.header}, dnsmessage.RCodeFormatError)
 		if ferr != nil {
-			return nil
+			return nil, q, false
 		}
-		return resp
+		return resp, q, false
 	}
 	if q.question.Class == dnsmessage.ClassINET {
 		if e, alias, ok := s.table.Load().lookup(q.name()); ok {
 			resp, err := answer(q, e, alias, !tcp)
 			if err != nil {
 				s.log.Warn("dns proxy: building answer failed", clientlog.String("name", q.name()), clientlog.Error("error", err))
-				return s.servfail(q)
+				return s.servfail(q), q, false
 			}
 			s.answered.Add(1)
-			return resp
+			return resp, q, false
 		}
 	}
+	return nil, q, true
+}
+
+// forwardQuery returns the upstream's response to msg (query q), SERVFAIL
+// when no upstream answers, or nil once ctx is done. The caller holds an
+// upstream slot.
+func (s *Server) forwardQuery(ctx context.Context, q query, msg []byte, tcp bool) []byte {
 	s.forwarded.Add(1)
 	resp, err := forward(ctx, s.upstreams, msg, tcp, s.opts.UpstreamTimeout)
 	if err != nil {
