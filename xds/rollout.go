@@ -18,6 +18,16 @@ import (
 // one. The config status goroutine reports canaries' ACKs and NACKs to the
 // Gate and expires its windows; the Gate's decisions come back as pushes
 // of the decided objects (ConfigUpdate).
+//
+// Only connections with a verified identity (Proxy.VerifiedIdentity: mTLS
+// or JWT on the secure port) can be canaries, and the status of an object
+// that asks for a rollout counts them only: a plaintext client can claim
+// any node and labels and NACK everything, so its answers must neither
+// promote nor halt a change, nor put its text in the object's status.
+// Unverified connections are served the stable snapshot until promotion.
+
+// verified reports whether c's stream authenticated a workload identity.
+func (c *Connection) verified() bool { return c.proxy.VerifiedIdentity != nil }
 
 // rolloutRound is what a full push round asks of the Gate: the rollouts it
 // started, the canary snapshot to push canaries, and per object in its
@@ -74,7 +84,7 @@ func (s *DiscoveryServer) rolloutPrepare(req *model.PushRequest, prev *model.Pus
 		var cands []rollout.Candidate
 		for _, c := range conns {
 			if scope.affects(c) {
-				cands = append(cands, rollout.Candidate{ID: c.id, Labels: c.proxy.Labels()})
+				cands = append(cands, rollout.Candidate{ID: c.id, Labels: c.proxy.Labels(), Verified: c.verified()})
 			}
 		}
 		r.decided = append(r.decided, g.SelectCanaries(k, cands)...)
@@ -160,7 +170,9 @@ func (s *DiscoveryServer) rolloutSettle() time.Time {
 	if len(waiting) > 0 {
 		byID := map[string]uint64{}
 		for _, c := range s.connections() {
-			byID[c.id] = c.num
+			if c.verified() { // canaries are; no other answer counts
+				byID[c.id] = c.num
+			}
 		}
 		for key, ids := range waiting {
 			for _, id := range ids {
@@ -217,6 +229,16 @@ func (s *DiscoveryServer) rolloutDecided(keys []model.ConfigKey) {
 		s.log.Info("config rollout decided", "kind", k.Kind, "namespace", k.Namespace, "name", k.Name, "phase", st.Phase, "reason", st.Message)
 	}
 	s.ConfigUpdate(req)
+}
+
+// rolloutCounts returns whether connection c counts in the status of key:
+// any connection, except for an object that asks for a rollout, whose
+// status counts verified connections only.
+func (s *DiscoveryServer) rolloutCounts(key model.ConfigKey) func(c *Connection) bool {
+	if g := s.opts.Rollout; g != nil && g.CountsVerifiedOnly(key) {
+		return (*Connection).verified
+	}
+	return func(*Connection) bool { return true }
 }
 
 // rolloutz serves /debug/rolloutz: every rollout the Gate holds.

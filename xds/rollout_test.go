@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/meshpilot/meshpilot/model"
@@ -37,7 +39,10 @@ func newRolloutHarness(t *testing.T, initial ...model.Config) *rolloutHarness {
 	store.Replace(initial)
 	gate := rollout.NewGate(store, nil)
 	h := &rolloutHarness{store: store, gate: gate, seen: map[string]map[string]bool{}}
-	h.harness = newHarnessWith(t, true, func(o *Options) { o.Rollout = gate }, func(env *model.Environment, g *GeneratorTable) {
+	h.harness = newHarnessWith(t, true, func(o *Options) {
+		o.Rollout = gate
+		o.VerifiedIdentity = testVerifiedIdentity
+	}, func(env *model.Environment, g *GeneratorTable) {
 		env.ConfigStore = gate.Stable()
 		g.Sidecar[model.ListenerType] = vsListenerGen{}
 	})
@@ -56,13 +61,55 @@ func (h *rolloutHarness) firstCanary(node string) bool {
 	return ok && v.Proxy.ID == node
 }
 
-// connect starts n proxies (odd ones Delta) and waits for their first
-// listeners. The first canary NACKs listeners whose name contains "bad".
+// testIdentityKey is the gRPC metadata key the rollout harness's stand-in
+// for the secure port's authentication (Options.VerifiedIdentity, which
+// pilot/bootstrap fills from the mTLS or JWT caller) reads: a stream
+// carrying it has a verified identity, any other is as on plaintext 15010.
+const testIdentityKey = "x-test-verified-spiffe"
+
+func testVerifiedIdentity(ctx context.Context) *model.VerifiedIdentity {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(testIdentityKey)
+	if len(v) == 0 {
+		return nil
+	}
+	sa, _ := strings.CutPrefix(v[0], "spiffe://cluster.local/ns/default/sa/")
+	return &model.VerifiedIdentity{SPIFFE: v[0], Namespace: "default", ServiceAccount: sa}
+}
+
+// verified is ctx for a stream of pod with a verified identity.
+func verified(ctx context.Context, pod string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, testIdentityKey, "spiffe://cluster.local/ns/default/sa/"+pod)
+}
+
+// connect starts n proxies with a verified identity (odd ones Delta) and
+// waits for their first listeners. The first canary NACKs listeners whose
+// name contains "bad".
 func (h *rolloutHarness) connect(n int) []*adsc.Client {
+	h.t.Helper()
+	out := h.start("p", n, true, func(node string, bad string) error {
+		if bad != "" && h.firstCanary(node) {
+			return fmt.Errorf("listener %s: invalid filter chain", bad)
+		}
+		return nil
+	})
+	for _, c := range out {
+		if err := c.WaitFor(waitCtx(h.t), func(c *adsc.Client) bool { return len(c.Resources(model.ListenerType)) > 0 }); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// start starts n proxies named prefix%03d (odd ones Delta), verified or
+// not, recording every listener name each is sent; nack decides each
+// response (bad is a listener name containing "bad", or empty).
+func (h *rolloutHarness) start(prefix string, n int, verify bool, nack func(node, bad string) error) []*adsc.Client {
 	h.t.Helper()
 	var out []*adsc.Client
 	for i := range n {
-		node := nodeIn(fmt.Sprintf("p%03d", i), "default")
+		pod := fmt.Sprintf("%s%03d", prefix, i)
+		node := nodeIn(pod, "default")
 		h.mu.Lock()
 		h.seen[node.Id] = map[string]bool{}
 		h.mu.Unlock()
@@ -77,21 +124,16 @@ func (h *rolloutHarness) connect(n int) []*adsc.Client {
 					}
 				}
 				h.mu.Unlock()
-				if bad != "" && h.firstCanary(node.Id) {
-					return fmt.Errorf("listener %s: invalid filter chain", bad)
-				}
-				return nil
+				return nack(node.Id, bad)
 			}})
 		ctx, cancel := context.WithCancel(context.Background())
+		if verify {
+			ctx = verified(ctx, pod)
+		}
 		done := make(chan struct{})
 		go func() { defer close(done); _ = c.Run(ctx, h.conn) }()
 		h.t.Cleanup(func() { cancel(); <-done })
 		out = append(out, c)
-	}
-	for _, c := range out {
-		if err := c.WaitFor(waitCtx(h.t), func(c *adsc.Client) bool { return len(c.Resources(model.ListenerType)) > 0 }); err != nil {
-			h.t.Fatal(err)
-		}
 	}
 	return out
 }
@@ -222,7 +264,9 @@ func TestRolloutWindowExpires(t *testing.T) {
 		return c
 	}
 	h := newRolloutHarness(t, vs(1, good))
-	c := h.sotw()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := h.sotwIn(verified(ctx, "p0"), cancel)
 	c.send(&discovery.DiscoveryRequest{Node: nodeIn("p0", "default"), TypeUrl: model.ListenerType})
 	first := c.recvType(model.ListenerType)
 	if names := listenerNames(t, first); len(names) != 1 || names[0] != vsListener(1, good) {
@@ -244,5 +288,85 @@ func TestRolloutWindowExpires(t *testing.T) {
 	}
 	if names := listenerNames(t, c.recvType(model.ListenerType)); len(names) != 1 || names[0] != vsListener(1, good) {
 		t.Fatalf("LDS after the halt %v, want the generation 1 listener back", names)
+	}
+}
+
+// TestRolloutIgnoresUnverifiedProxies (issue 32, item 9): 10 plaintext
+// proxies without a verified identity claim the canary label and NACK
+// everything with text meant for the object's status; 10 proxies with a
+// verified identity apply everything. A change asking for a 50% canary
+// rollout takes its canaries among the verified proxies only (5), is
+// promoted by them, and reaches the unverified proxies only once promoted
+// (the stable version until then); no text of theirs reaches the object's
+// status or /debug/rolloutz, and its counts are of the verified proxies.
+func TestRolloutIgnoresUnverifiedProxies(t *testing.T) {
+	const good1, good2 = "reviews.default.svc.cluster.local", "v2.default.svc.cluster.local"
+	const hostileText = "HOSTILE-TEXT: roll back now"
+	vs := func(gen int64, host string) model.Config {
+		c := virtualService("reviews", "default", gen, host)
+		c.Annotations = map[string]string{rollout.Annotation: "canary:50%", rollout.WindowAnnotation: "10m"}
+		return c
+	}
+	h := newRolloutHarness(t, vs(1, good1))
+	honest := h.connect(10)
+	var earlyMu sync.Mutex
+	var early []string // unverified proxies sent the change before its promotion
+	h.start("anon", 10, false, func(node, _ string) error {
+		if h.everSeen(node, vsListener(2, good2)) {
+			if st, _ := h.gate.State(vsKey); st.Phase != rollout.PhasePromoted {
+				earlyMu.Lock()
+				early = append(early, fmt.Sprintf("%s in phase %s", node, st.Phase))
+				earlyMu.Unlock()
+			}
+		}
+		return fmt.Errorf("%s (%s)", hostileText, node)
+	})
+	anon := func(i int) string { return nodeIn(fmt.Sprintf("anon%03d", i), "default").Id }
+	for i := range 10 {
+		eventually(t, "unverified proxy's first listener", func() bool { return h.everSeen(anon(i), vsListener(1, good1)) })
+	}
+
+	h.change(vs(2, good2))
+	st := h.waitStatus(vsKey, "rollout of generation 2 decided", func(s configstatus.ConfigStatus) bool {
+		return s.ObservedGeneration == 2 && s.Rollout != nil && s.Rollout.Phase != string(rollout.PhaseCanary)
+	})
+	if st.Rollout.Phase != string(rollout.PhasePromoted) {
+		t.Fatalf("rollout %+v: want promoted by the verified canaries", *st.Rollout)
+	}
+	gs, _ := h.gate.State(vsKey)
+	if len(gs.Canaries) != 5 {
+		t.Errorf("canaries %v: want 5 (50%% of the 10 verified proxies)", gs.Canaries)
+	}
+	for _, id := range gs.Canaries {
+		if v, ok := h.s.ConnectedProxy(id); !ok || v.Proxy.VerifiedIdentity == nil {
+			t.Errorf("canary %s has no verified identity", id)
+		}
+	}
+	waitAll(t, "verified proxies converge on the promoted change", honest, func(c *adsc.Client) bool { return has(c, vsListener(2, good2)) })
+	for i := range 10 {
+		eventually(t, "unverified proxy sent the promoted change", func() bool { return h.everSeen(anon(i), vsListener(2, good2)) })
+	}
+	earlyMu.Lock()
+	if len(early) > 0 {
+		t.Errorf("unverified proxies were sent the change before its promotion: %v", early)
+	}
+	earlyMu.Unlock()
+
+	st = h.waitStatus(vsKey, "promoted change applied", func(s configstatus.ConfigStatus) bool {
+		return s.ObservedGeneration == 2 && s.Pending == 0 && s.Rollout != nil && s.Rollout.Phase == string(rollout.PhasePromoted)
+	})
+	if st.Affected != 10 || st.Applied != 10 || st.Rejected != 0 {
+		t.Errorf("status %+v: want the 10 verified proxies counted, all applied", st)
+	}
+	js, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.s.rolloutz(rec, httptest.NewRequest(http.MethodGet, "/debug/rolloutz", nil))
+	for what, text := range map[string]string{"status": string(js), "Reconciled message": st.Summary(), "/debug/rolloutz": rec.Body.String()} {
+		if strings.Contains(text, "HOSTILE") || strings.Contains(text, "anon") {
+			t.Errorf("%s holds an unverified proxy's text or name: %s", what, text)
+		}
 	}
 }

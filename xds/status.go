@@ -173,9 +173,10 @@ func (s *DiscoveryServer) roundChanges(r trackedRound) []configstatus.Change {
 			}
 		}
 		scope := newPushScope(one, r.prev)
+		counts := s.rolloutCounts(k)
 		reached := make([]uint64, 0, len(r.targets))
 		for _, c := range r.targets {
-			if scope.affects(c) {
+			if scope.affects(c) && counts(c) {
 				reached = append(reached, c.num)
 			}
 		}

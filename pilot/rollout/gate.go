@@ -6,14 +6,20 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/meshpilot/meshpilot/internal/clientlog"
 	"github.com/meshpilot/meshpilot/model"
 )
+
+// MaxRejectionText bounds the part of a canary's NACK message a halted
+// rollout's message quotes (it reaches the object's status and logs).
+const MaxRejectionText = 256
 
 // Phase is where a rollout stands.
 type Phase string
@@ -56,6 +62,13 @@ type Candidate struct {
 	// ID is the connection's ID.
 	ID     string
 	Labels map[string]string
+	// Verified says the connection authenticated a workload identity (mTLS
+	// or JWT on the secure port 15012). Only verified proxies can be
+	// canaries, so only they can promote or halt a rollout: anyone can
+	// open a plaintext stream (15010), claim any labels and NACK
+	// everything. The others are served the stable version until the
+	// rollout is promoted.
+	Verified bool
 }
 
 // Gate is the rollout state of every object. It is safe for concurrent use.
@@ -161,10 +174,11 @@ func (g *Gate) Observe(keys []model.ConfigKey) []model.ConfigKey {
 	return started
 }
 
-// SelectCanaries picks the canaries of key's rollout among the proxies
-// its change reaches, and returns the key when the rollout was decided at
-// once: promoted when the change reaches no proxy, halted when the plan's
-// selector matches none of them.
+// SelectCanaries picks the canaries of key's rollout among the verified
+// proxies its change reaches (unverified candidates are never picked), and
+// returns the key when the rollout was decided at once: promoted when the
+// change reaches no verified proxy, halted when the plan's selector
+// matches none of them.
 func (g *Gate) SelectCanaries(key model.ConfigKey, affected []Candidate) []model.ConfigKey {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -173,19 +187,30 @@ func (g *Gate) SelectCanaries(key model.ConfigKey, affected []Candidate) []model
 		return nil
 	}
 	r.selected = true
+	verified := make([]Candidate, 0, len(affected))
+	for _, c := range affected {
+		if c.Verified {
+			verified = append(verified, c)
+		}
+	}
 	var picked []string
 	if r.plan.Selector != nil {
-		for _, c := range affected {
+		for _, c := range verified {
 			if r.plan.Selector.Matches(labels.Set(c.Labels)) {
 				picked = append(picked, c.ID)
 			}
 		}
 	} else {
-		picked = sample(key, affected, r.plan.Percent)
+		picked = sample(key, verified, r.plan.Percent)
 	}
 	switch {
 	case len(affected) == 0:
 		return g.promote(key, r, "the change reaches no connected proxy")
+	case len(verified) == 0:
+		// As when it reaches no proxy: there is no one whose answer
+		// counts. Halting instead would let no change of the object
+		// through in a mesh on plaintext only.
+		return g.promote(key, r, fmt.Sprintf("the change reaches no connected proxy with a verified identity (%d without one)", len(affected)))
 	case len(picked) == 0:
 		return g.halt(key, r, fmt.Sprintf("no affected proxy matches the canary selector %q", r.plan.Selector.String()))
 	}
@@ -271,7 +296,9 @@ func (g *Gate) Rejected(key model.ConfigKey, id, message string) []model.ConfigK
 	if _, ok := r.canaries[id]; !ok {
 		return nil
 	}
-	return g.halt(key, r, fmt.Sprintf("canary %s rejected it: %s", clip(id), message))
+	// The message is the proxy's own text: bounded and quoted (control
+	// characters escaped) before it reaches status and logs.
+	return g.halt(key, r, fmt.Sprintf("canary %s rejected it: %s", strconv.Quote(clip(id)), strconv.Quote(clientlog.Truncate(message, MaxRejectionText))))
 }
 
 // Disconnected drops connection id from the canaries; a rollout left
@@ -376,6 +403,23 @@ func (g *Gate) States() []State {
 		out = append(out, st)
 	}
 	return out
+}
+
+// CountsVerifiedOnly reports whether the status of key counts proxies with a
+// verified identity only: the object asks for a rollout (it has one, or
+// its admitted version carries the annotation), whose status is what
+// canaries answered and must hold no text of unauthenticated clients.
+func (g *Gate) CountsVerifiedOnly(key model.ConfigKey) bool {
+	if !Holds(key.Kind) {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.rolls[key] != nil {
+		return true
+	}
+	_, asks := g.known[key].Annotations[Annotation]
+	return asks
 }
 
 // State returns key's rollout, if it has one.

@@ -35,7 +35,7 @@ func subsetOf(t *testing.T, store model.ConfigStore, name string) string {
 func proxies(n int) []Candidate {
 	out := make([]Candidate, n)
 	for i := range out {
-		out[i] = Candidate{ID: fmt.Sprintf("p%03d", i), Labels: map[string]string{"track": map[bool]string{true: "canary", false: "main"}[i%25 == 0]}}
+		out[i] = Candidate{ID: fmt.Sprintf("p%03d", i), Labels: map[string]string{"track": map[bool]string{true: "canary", false: "main"}[i%25 == 0]}, Verified: true}
 	}
 	return out
 }
@@ -221,6 +221,96 @@ func TestDisconnected(t *testing.T) {
 	}
 	if st, _ := g.State(k); st.Phase != PhasePromoted {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// unverified is n candidates without a verified identity (plaintext), all
+// claiming the canary label.
+func unverified(n int) []Candidate {
+	out := make([]Candidate, n)
+	for i := range out {
+		out[i] = Candidate{ID: fmt.Sprintf("anon%03d", i), Labels: map[string]string{"track": "canary"}}
+	}
+	return out
+}
+
+// TestUnverifiedNeverCanaries (issue 32, item 9): proxies without a
+// verified identity are never canaries, by percentage or by selector
+// (whatever labels they claim), so their answers neither promote nor halt;
+// a change reaching none but them is promoted as one reaching no proxy;
+// and only the status of an object asking for a rollout counts verified
+// proxies only.
+func TestUnverifiedNeverCanaries(t *testing.T) {
+	sel := map[string]string{Annotation: "canary:track=canary"}
+	half := map[string]string{Annotation: "canary:50%"}
+	g, store, _ := setup(t, vs("sel", 1, "v1", sel), vs("pct", 1, "v1", half), vs("none", 1, "v1", half), vs("plain", 1, "v1", nil))
+	started := g.Observe(store.Replace([]model.Config{vs("sel", 2, "v2", sel), vs("pct", 2, "v2", half), vs("none", 2, "v2", half), vs("plain", 1, "v1", nil)}))
+	if len(started) != 3 {
+		t.Fatalf("started %v", started)
+	}
+	key := func(name string) model.ConfigKey {
+		return model.ConfigKey{Kind: model.KindVirtualService, Namespace: "default", Name: name}
+	}
+	none, pct, selKey := key("none"), key("pct"), key("sel")
+	mixed := append(unverified(100), proxies(100)...)
+
+	g.SelectCanaries(selKey, mixed)
+	st, _ := g.State(selKey)
+	if len(st.Canaries) != 4 {
+		t.Fatalf("selector picked %v, want the 4 verified track=canary proxies", st.Canaries)
+	}
+	g.SelectCanaries(pct, mixed)
+	st, _ = g.State(pct)
+	if len(st.Canaries) != 50 {
+		t.Fatalf("50%% picked %d canaries, want 50 of the 100 verified", len(st.Canaries))
+	}
+	for _, id := range st.Canaries {
+		if strings.HasPrefix(id, "anon") {
+			t.Fatalf("unverified %s is a canary", id)
+		}
+	}
+	// Unverified answers are not counted; the verified canaries promote.
+	for _, c := range unverified(100) {
+		if d := g.Rejected(pct, c.ID, "HOSTILE"); d != nil {
+			t.Fatalf("an unverified NACK decided %v", d)
+		}
+		if g.IsCanary(c.ID) {
+			t.Fatalf("%s is a canary", c.ID)
+		}
+	}
+	for _, id := range st.Canaries {
+		g.Applied(pct, id)
+	}
+	if st, _ := g.State(pct); st.Phase != PhasePromoted || strings.Contains(st.Message, "HOSTILE") {
+		t.Fatalf("state %+v, want promoted by the verified canaries", st)
+	}
+
+	if d := g.SelectCanaries(none, unverified(10)); len(d) != 1 {
+		t.Fatalf("a change reaching only unverified proxies decided %v, want it promoted", d)
+	}
+	if st, _ := g.State(none); st.Phase != PhasePromoted || !strings.Contains(st.Message, "no connected proxy with a verified identity") {
+		t.Fatalf("state %+v, want promoted: no verified proxy", st)
+	}
+
+	for name, want := range map[string]bool{"sel": true, "pct": true, "none": true, "plain": false} {
+		if got := g.CountsVerifiedOnly(key(name)); got != want {
+			t.Errorf("CountsVerifiedOnly(%s) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestRejectionTextBounded: a canary's NACK text in the halt message is
+// cut to MaxRejectionText and quoted (no raw newline or control character
+// reaches status or logs).
+func TestRejectionTextBounded(t *testing.T) {
+	g, store, _ := setup(t, vs("r", 1, "v1", canary))
+	k := g.Observe(store.Replace([]model.Config{vs("r", 2, "v2", canary)}))[0]
+	g.SelectCanaries(k, proxies(10))
+	st, _ := g.State(k)
+	g.Rejected(k, st.Canaries[0], "bad\nline\x1b[31m"+strings.Repeat("x", 10000))
+	st, _ = g.State(k)
+	if st.Phase != PhaseHalted || len(st.Message) > MaxRejectionText+100 || strings.ContainsAny(st.Message, "\n\x1b") || !strings.Contains(st.Message, `bad\nline`) {
+		t.Fatalf("halt message %q (%d bytes): want the NACK cut to %d bytes and quoted", st.Message, len(st.Message), MaxRejectionText)
 	}
 }
 
