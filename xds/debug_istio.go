@@ -49,17 +49,21 @@ func (s *DiscoveryServer) debugHandlers() []debugHandler {
 		{path: "/debug/status", help: "Config status per Istio object: proxies its last change reached, applied and rejected (?kind=&namespace=&name=; docs/status.md)", handle: s.statusz},
 		{path: "/debug/rolloutz", help: "Progressive rollouts (meshpilot.io/rollout): phase, canaries, why halted (docs/rollout.md)", handle: s.rolloutz},
 		{path: "/debug/list", help: "The debug endpoints, as a JSON list", handle: s.list},
-		{path: "/debug/force_disconnect", help: "Ends the stream of the proxy ?proxyID= (GET or POST); it reconnects", handle: s.forceDisconnect, mutating: true},
+		{path: "/debug/force_disconnect", help: "Ends the stream of the proxy ?proxyID= (POST only); it reconnects", handle: s.forceDisconnect, mutating: true},
 	}
 }
 
 // registerDebugHandlers adds the debug handlers to mux; withMutating adds
 // the mutating ones too. Read-only handlers answer GET (and HEAD).
+// Mutating ones answer POST only (other methods get 405 with Allow), and
+// refuse a browser's cross-site request (403) as the console does: a page
+// elsewhere cannot make an operator's browser act on the debug port.
+// istiod's force_disconnect takes any method; istioctl does not call it.
 func (s *DiscoveryServer) registerDebugHandlers(mux *http.ServeMux, withMutating bool) {
 	for _, h := range s.debugHandlers() {
 		switch {
 		case h.mutating && withMutating:
-			mux.HandleFunc(h.path, h.handle)
+			mux.Handle("POST "+h.path, http.NewCrossOriginProtection().Handler(h.handle))
 		case !h.mutating:
 			mux.HandleFunc("GET "+h.path, h.handle)
 		}
@@ -109,6 +113,14 @@ func (s *DiscoveryServer) configDump(w http.ResponseWriter, r *http.Request) {
 	if c == nil {
 		return
 	}
+	// The slot is held until the answer is written: rendering it as JSON
+	// takes as much memory and time as generating it.
+	if !s.debugGen.TryAcquire(1) {
+		w.Header().Set("Retry-After", debugRetryAfter)
+		http.Error(w, fmt.Sprintf("config dump of %s: %v", c.id, s.errDebugBusy()), http.StatusTooManyRequests)
+		return
+	}
+	defer s.debugGen.Release(1)
 	configs, err := s.envoyConfigDumpSections(r.Context(), c, r.URL.Query().Has("include_eds"))
 	if err != nil {
 		http.Error(w, fmt.Sprintf("config dump of %s: %v", c.id, err), http.StatusInternalServerError)
@@ -130,23 +142,26 @@ func (s *DiscoveryServer) configDump(w http.ResponseWriter, r *http.Request) {
 // routes, secrets, extension configs. Every resource is redacted (package
 // redact): secrets show their certificates, never their keys. A type the
 // proxy does not watch gives an empty section; a generator error fails
-// the dump. Generation takes one of the PushThrottle slots, as a push
-// does, so that debug requests cannot take more CPU than pushes may.
+// the dump. The caller holds one of the MaxDebugGenerations slots
+// (debugGen): unlike Istio, whose debug generation competes with pushes
+// for nothing but CPU and memory, a dump takes no PushThrottle slot (a
+// push never waits for a dump) and only MaxDebugGenerations run at once,
+// so concurrent dumps cannot starve pushes or grow memory without bound.
+// ctx is checked between types.
 func (s *DiscoveryServer) envoyConfigDumpSections(ctx context.Context, c *Connection, includeEDS bool) ([]*anypb.Any, error) {
 	pc := s.PushContext()
 	if pc == nil {
 		return nil, fmt.Errorf("not ready: initial config not loaded")
 	}
-	if err := s.throttle.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("waiting for a generation slot: %w", err)
-	}
-	defer s.throttle.Release(1)
 	version := pc.Version
 	gen := map[string][]*anypb.Any{}
 	names := map[string][]string{}
 	for _, typeURL := range []string{model.ClusterType, model.EndpointType, model.ListenerType, model.RouteType, model.SecretType, model.ExtensionConfigType} {
 		if typeURL == model.EndpointType && !includeEDS {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("config dump of %s abandoned: %w", c.id, err)
 		}
 		g := c.generator(typeURL)
 		watched := c.watchedCopy(typeURL)
@@ -271,12 +286,16 @@ func (s *DiscoveryServer) connectionsHandler(w http.ResponseWriter, _ *http.Requ
 	writeJSON(w, s.log, out)
 }
 
+// debugRetryAfter is the Retry-After of a config dump refused at the cap.
+const debugRetryAfter = "1"
+
+// errDebugBusy says every MaxDebugGenerations slot is taken.
+func (s *DiscoveryServer) errDebugBusy() error {
+	return fmt.Errorf("%d config dumps are being generated, the limit (MaxDebugGenerations); retry", s.opts.MaxDebugGenerations)
+}
+
+// forceDisconnect is registered for POST only (registerDebugHandlers).
 func (s *DiscoveryServer) forceDisconnect(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
-		http.Error(w, "method "+r.Method+": use GET or POST", http.StatusMethodNotAllowed)
-		return
-	}
 	c := s.debugConnection(w, r)
 	if c == nil {
 		return

@@ -125,8 +125,14 @@ func TestIstioDebugHTTPEndpoints(t *testing.T) {
 	}
 	resp.Body.Close()
 	before := h.s.SyncStatus()
-	if got := string(getRaw("/debug/force_disconnect?proxyID=pa.default", http.StatusOK)); got != "OK" {
-		t.Fatalf("force_disconnect: %q", got)
+	resp, err = http.Post(srv.URL+"/debug/force_disconnect?proxyID=pa.default", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(got) != "OK" {
+		t.Fatalf("POST force_disconnect: %d %q", resp.StatusCode, got)
 	}
 	eventually(t, "pa's stream ended", func() bool {
 		for _, st := range h.s.SyncStatus() {

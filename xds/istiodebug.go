@@ -139,14 +139,22 @@ func (s *DiscoveryServer) debugResponse(ctx context.Context, caller *model.Verif
 		// Like Istio: a proxy that is not connected here gets an empty
 		// answer, so that istioctl asks the next replica.
 		if c := s.connection(names[0]); c != nil {
+			if !s.debugGen.TryAcquire(1) {
+				return nil, status.Errorf(codes.ResourceExhausted, "request %s %s: %v", typeURL, c.id, s.errDebugBusy())
+			}
 			res, err = s.envoyConfigDumpSections(ctx, c, false)
+			s.debugGen.Release(1)
 		}
 	case TypeDebug:
 		if len(names) != 1 {
 			return nil, status.Errorf(codes.InvalidArgument, "request %s: resource_names: want one debug path (\"syncz\", \"config_dump?proxyID=...\"), got %d names", typeURL, len(names))
 		}
 		var body []byte
-		body, err = s.debugBody(ctx, names[0])
+		var code int
+		body, code, err = s.debugBody(ctx, names[0])
+		if code == http.StatusTooManyRequests {
+			return nil, status.Errorf(codes.ResourceExhausted, "request %s %q: %s", typeURL, clientlog.Truncate(names[0], 100), bytes.TrimSpace(body))
+		}
 		res = []*anypb.Any{{TypeUrl: TypeDebug, Value: body}}
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "request: type_url %q: no such debug type (%s, %s, %s)", clientlog.Truncate(typeURL, 100), TypeDebugSyncz, TypeDebugConfigDump, TypeDebug)
@@ -164,31 +172,32 @@ func (s *DiscoveryServer) debugResponse(ctx context.Context, caller *model.Verif
 }
 
 // debugBody runs the read-only debug handler that the istio.io/debug
-// resource name names and returns its body; an unknown path gets the
-// mux's 404 text, as Istio returns it.
-func (s *DiscoveryServer) debugBody(ctx context.Context, name string) ([]byte, error) {
+// resource name names and returns its body and status code; an unknown
+// path gets the mux's 404 text, as Istio returns it.
+func (s *DiscoveryServer) debugBody(ctx context.Context, name string) ([]byte, int, error) {
 	u, err := url.Parse("/debug/" + strings.TrimPrefix(name, "/"))
 	if err != nil {
-		return nil, fmt.Errorf("resource name %q: %w", clientlog.Truncate(name, 100), err)
+		return nil, 0, fmt.Errorf("resource name %q: %w", clientlog.Truncate(name, 100), err)
 	}
 	r, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("resource name %q: %w", clientlog.Truncate(name, 100), err)
+		return nil, 0, fmt.Errorf("resource name %q: %w", clientlog.Truncate(name, 100), err)
 	}
-	w := &bodyRecorder{header: http.Header{}}
+	w := &bodyRecorder{header: http.Header{}, code: http.StatusOK}
 	s.debugMux.ServeHTTP(w, r)
-	return w.body.Bytes(), nil
+	return w.body.Bytes(), w.code, nil
 }
 
 // bodyRecorder is the ResponseWriter of debugBody.
 type bodyRecorder struct {
 	header http.Header
 	body   bytes.Buffer
+	code   int
 }
 
 func (b *bodyRecorder) Header() http.Header         { return b.header }
 func (b *bodyRecorder) Write(p []byte) (int, error) { return b.body.Write(p) }
-func (b *bodyRecorder) WriteHeader(int)             {}
+func (b *bodyRecorder) WriteHeader(code int)        { b.code = code }
 
 // authorizeDebug decides whether caller may make a debug request. The rule:
 //   - no verified caller (the plaintext port 15010, or the secure port with

@@ -31,6 +31,8 @@ const (
 	DefaultDebounceAfter = 100 * time.Millisecond
 	DefaultDebounceMax   = 10 * time.Second
 	DefaultPushThrottle  = 100
+	// DefaultMaxDebugGenerations is Options.MaxDebugGenerations' default.
+	DefaultMaxDebugGenerations = 2
 	// DefaultEDSDebounceMax is meshpilot's MESHPILOT_EDS_DEBOUNCE_MAX.
 	DefaultEDSDebounceMax = debounce.DefaultEDSMax
 )
@@ -64,6 +66,12 @@ type Options struct {
 	// ACKed or NACKed by answering proxies (flow control, flow.go; new and
 	// silent proxies share half as much more); default 16 MiB.
 	MaxInflightBytes int64
+	// MaxDebugGenerations bounds the config dumps generated at once
+	// (/debug/config_dump, istio.io/debug/config_dump and istio.io/debug
+	// "config_dump?proxyID="); one more is refused at once, 429 over HTTP
+	// and ResourceExhausted over ADS (debug_istio.go). Zero takes
+	// DefaultMaxDebugGenerations.
+	MaxDebugGenerations int
 	// ackWait is how long a response holds its flow-control bytes
 	// unanswered; zero takes ackWait (tests change it).
 	ackWait time.Duration
@@ -120,6 +128,10 @@ type DiscoveryServer struct {
 	debouncer *debounce.Debouncer
 	// throttle holds the PushThrottle generation slots (connection.go).
 	throttle *semaphore.Weighted
+	// debugGen holds the MaxDebugGenerations slots of config dumps
+	// (debug_istio.go), apart from throttle: a dump never waits for, nor
+	// holds, a push's slot.
+	debugGen *semaphore.Weighted
 
 	ready   atomic.Bool
 	push    atomic.Pointer[model.PushContext]
@@ -193,6 +205,9 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 	if opts.PushThrottle <= 0 {
 		opts.PushThrottle = DefaultPushThrottle
 	}
+	if opts.MaxDebugGenerations <= 0 {
+		opts.MaxDebugGenerations = DefaultMaxDebugGenerations
+	}
 	if opts.MaxInflightBytes <= 0 {
 		opts.MaxInflightBytes = inflightBudget
 	}
@@ -206,6 +221,7 @@ func NewDiscoveryServer(env *model.Environment, gens GeneratorTable, opts Option
 		metrics:  opts.Metrics,
 		opts:     opts,
 		throttle: semaphore.NewWeighted(int64(opts.PushThrottle)),
+		debugGen: semaphore.NewWeighted(int64(opts.MaxDebugGenerations)),
 		conns:    map[string]*Connection{},
 		stopped:  make(chan struct{}),
 
