@@ -6,7 +6,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -22,19 +21,16 @@ func (ps *Patches) Cluster(ctx Context, c *clusterv3.Cluster) (out *clusterv3.Cl
 			steps = append(steps, p)
 		}
 	}
-	return run(ps, "cluster "+c.GetName(), c, steps, func(c *clusterv3.Cluster, p *patch) (outcome, error) {
+	return run(ps, "cluster "+c.GetName(), c, steps, func(c *clusterv3.Cluster, p *patch, b *batch) (outcome, error) {
 		if !clusterMatches(c.GetName(), p.match.GetCluster()) {
 			return unchanged, nil
 		}
 		if p.op == opRemove {
 			return removed, nil
 		}
-		m := proto.Clone(c).(*clusterv3.Cluster)
-		if err := p.mergeInto(m); err != nil {
+		if err := mergeWhole(c, p, b); err != nil {
 			return unchanged, err
 		}
-		proto.Reset(c)
-		proto.Merge(c, m)
 		return changed, nil
 	})
 }

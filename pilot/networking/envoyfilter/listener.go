@@ -7,7 +7,6 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 )
 
@@ -78,11 +77,17 @@ func mayPatchListener(l *listenerv3.Listener, p *patch) bool {
 // Listener returns l patched for ctx: l itself when nothing applies, a
 // patched copy otherwise, ok false when a patch removes it. l is not changed.
 func (ps *Patches) Listener(ctx Context, l *listenerv3.Listener) (out *listenerv3.Listener, ok bool) {
+	out, ok, _ = ps.listener(ctx, l)
+	return out, ok
+}
+
+// listener is Listener, with what applying the patches cost.
+func (ps *Patches) listener(ctx Context, l *listenerv3.Listener) (*listenerv3.Listener, bool, applyStats) {
 	if ps == nil {
-		return l, true
+		return l, true, applyStats{}
 	}
-	return run(ps, "listener "+l.GetName(), l, ps.listenerSteps(ctx, l), func(l *listenerv3.Listener, p *patch) (outcome, error) {
-		return ps.patchListener(ctx, l, p)
+	return runStats(ps, "listener "+l.GetName(), l, ps.listenerSteps(ctx, l), func(l *listenerv3.Listener, p *patch, b *batch) (outcome, error) {
+		return ps.patchListener(ctx, l, p, b)
 	})
 }
 
@@ -106,37 +111,46 @@ func (ps *Patches) AddedListeners(ctx Context) []*listenerv3.Listener {
 	return added[*listenerv3.Listener](ps, ps.of(ctx, networking.EnvoyFilter_LISTENER), "new listener")
 }
 
-// patchListener applies one patch to l.
-func (ps *Patches) patchListener(ctx Context, l *listenerv3.Listener, p *patch) (outcome, error) {
+// patchListener applies one patch to l. Connection managers stay decoded
+// in b between HTTP_FILTER and route patches.
+func (ps *Patches) patchListener(ctx Context, l *listenerv3.Listener, p *patch, b *batch) (outcome, error) {
 	if !listenerMatches(l, p) {
 		return unchanged, nil
+	}
+	switch p.applyTo() {
+	case networking.EnvoyFilter_HTTP_FILTER, networking.EnvoyFilter_ROUTE_CONFIGURATION,
+		networking.EnvoyFilter_VIRTUAL_HOST, networking.EnvoyFilter_HTTP_ROUTE:
+	default:
+		// These act on the listener's messages: encode what is decoded.
+		if err := b.flush(); err != nil {
+			return unchanged, &partialError{err}
+		}
 	}
 	switch p.applyTo() {
 	case networking.EnvoyFilter_LISTENER:
 		if p.op == opRemove {
 			return removed, nil
 		}
-		m := proto.Clone(l).(*listenerv3.Listener)
-		if err := p.mergeInto(m); err != nil {
+		if err := mergeWhole(l, p, b); err != nil {
 			return unchanged, err
 		}
-		proto.Reset(l)
-		proto.Merge(l, m)
 		return changed, nil
 	case networking.EnvoyFilter_LISTENER_FILTER:
 		name := p.match.GetListener().GetListenerFilter()
 		lfs, o, err := listOp(l.ListenerFilters, p, func(f *listenerv3.ListenerFilter) bool {
 			return name == "" || f.GetName() == name
-		})
+		}, b)
 		if err == nil {
 			l.ListenerFilters = lfs
 		}
 		return o, err
 	case networking.EnvoyFilter_FILTER_CHAIN:
-		return patchFilterChains(l, p)
+		return patchFilterChains(l, p, b)
 	}
-	// Network filters, HTTP filters and inline routes: per matching chain.
+	// Network filters, HTTP filters and inline routes: per matching chain,
+	// kept only when every chain could be patched.
 	result := unchanged
+	var commits []func()
 	for _, fc := range chains(l) {
 		if !filterChainMatches(l, fc, p) {
 			continue
@@ -145,9 +159,9 @@ func (ps *Patches) patchListener(ctx Context, l *listenerv3.Listener, p *patch) 
 		var err error
 		switch p.applyTo() {
 		case networking.EnvoyFilter_NETWORK_FILTER:
-			o, err = patchNetworkFilters(fc, p)
+			o, err = patchNetworkFilters(fc, p, b, &commits)
 		default:
-			o, err = ps.patchHCMs(ctx, l, fc, p)
+			o, err = ps.patchHCMs(ctx, l, fc, p, b, &commits)
 		}
 		if err != nil {
 			return unchanged, fmt.Errorf("filter chain %q: %w", fc.GetName(), err)
@@ -155,6 +169,9 @@ func (ps *Patches) patchListener(ctx Context, l *listenerv3.Listener, p *patch) 
 		if o == changed {
 			result = changed
 		}
+	}
+	for _, c := range commits {
+		c()
 	}
 	return result, nil
 }
@@ -167,92 +184,102 @@ func chains(l *listenerv3.Listener) []*listenerv3.FilterChain {
 	return append(append([]*listenerv3.FilterChain{}, l.FilterChains...), l.DefaultFilterChain)
 }
 
-func patchFilterChains(l *listenerv3.Listener, p *patch) (outcome, error) {
+func patchFilterChains(l *listenerv3.Listener, p *patch, b *batch) (outcome, error) {
 	if p.op == opAdd {
+		if err := b.checkValue(p); err != nil {
+			return unchanged, err
+		}
 		l.FilterChains = append(l.FilterChains, proto.Clone(p.value).(*listenerv3.FilterChain))
 		return changed, nil
 	}
 	match := func(fc *listenerv3.FilterChain) bool { return filterChainMatches(l, fc, p) }
-	fcs, o, err := listOp(l.FilterChains, p, match)
+	fcs, o, err := listOp(l.FilterChains, p, match, b)
 	if err != nil {
 		return unchanged, err
 	}
+	def := l.DefaultFilterChain
 	if d := l.DefaultFilterChain; d != nil && match(d) {
 		switch p.op {
 		case opRemove:
-			l.DefaultFilterChain, o = nil, changed
+			def, o = nil, changed
 		case opMerge, opMergeLists:
 			m := proto.Clone(d).(*listenerv3.FilterChain)
 			if err := p.mergeInto(m); err != nil {
 				return unchanged, err
 			}
-			l.DefaultFilterChain, o = m, changed
+			if err := b.check(m); err != nil {
+				return unchanged, err
+			}
+			def, o = m, changed
 		}
 	}
-	l.FilterChains = fcs
+	l.FilterChains, l.DefaultFilterChain = fcs, def
 	return o, nil
 }
 
-func patchNetworkFilters(fc *listenerv3.FilterChain, p *patch) (outcome, error) {
+// patchNetworkFilters applies p to fc's filters, adding the change to commits.
+func patchNetworkFilters(fc *listenerv3.FilterChain, p *patch, b *batch, commits *[]func()) (outcome, error) {
 	name := p.match.GetListener().GetFilterChain().GetFilter().GetName()
 	fs, o, err := listOp(fc.Filters, p, func(f *listenerv3.Filter) bool {
 		return name == "" || canonicalFilterName(f.GetName()) == canonicalFilterName(name)
-	})
-	if err == nil {
-		fc.Filters = fs
+	}, b)
+	if err != nil {
+		return unchanged, err
 	}
-	return o, err
+	if o == changed {
+		*commits = append(*commits, func() { fc.Filters = fs })
+	}
+	return o, nil
 }
 
 // patchHCMs applies an HTTP_FILTER or route patch to every HTTP connection
-// manager of fc that the patch's filter match names.
-func (ps *Patches) patchHCMs(ctx Context, l *listenerv3.Listener, fc *listenerv3.FilterChain, p *patch) (outcome, error) {
+// manager of fc that the patch's filter match names, adding the changes to
+// commits. The connection managers are decoded once per batch (b.open)
+// and encoded by b.flush.
+func (ps *Patches) patchHCMs(ctx Context, l *listenerv3.Listener, fc *listenerv3.FilterChain, p *patch, b *batch, commits *[]func()) (outcome, error) {
 	fm := p.match.GetListener().GetFilterChain().GetFilter()
 	if n := fm.GetName(); n != "" && canonicalFilterName(n) != hcmName {
 		return unchanged, nil
 	}
 	result := unchanged
-	for i, f := range fc.Filters {
+	for _, f := range fc.Filters {
 		if canonicalFilterName(f.GetName()) != hcmName || f.GetTypedConfig() == nil {
 			continue
 		}
-		h := &hcm.HttpConnectionManager{}
-		if err := f.GetTypedConfig().UnmarshalTo(h); err != nil {
-			return unchanged, fmt.Errorf("%s: %w", f.GetName(), err)
+		oh, err := b.open(f)
+		if err != nil {
+			return unchanged, err
 		}
+		h := oh.h
 		var o outcome
 		if p.applyTo() == networking.EnvoyFilter_HTTP_FILTER {
-			sub := fm.GetSubFilter().GetName()
+			sub := canonicalFilterName(fm.GetSubFilter().GetName())
 			hfs, oo, err := listOp(h.HttpFilters, p, func(hf *hcm.HttpFilter) bool {
-				return sub == "" || canonicalFilterName(hf.GetName()) == canonicalFilterName(sub)
-			})
+				return sub == "" || canonicalFilterName(hf.GetName()) == sub
+			}, b)
 			if err != nil {
 				return unchanged, err
 			}
-			h.HttpFilters, o = hfs, oo
+			if o = oo; o == changed {
+				*commits = append(*commits, func() { h.HttpFilters, oh.dirty = hfs, true })
+			}
 		} else {
 			rc := h.GetRouteConfig()
 			if rc == nil {
 				continue // RDS: patched by the route generators
 			}
 			info := RouteInfo{Port: chainPort(l, fc)}
-			prc, oo, err := ps.patchRouteConfig(ctx, rc, info, p)
-			if err != nil {
+			if o, err = ps.patchRouteConfig(ctx, rc, info, p, b, commits); err != nil {
 				return unchanged, err
 			}
-			h.RouteSpecifier, o = &hcm.HttpConnectionManager_RouteConfig{RouteConfig: prc}, oo
+			if o == changed {
+				// In place outside strict mode: dirty at once.
+				oh.dirty = true
+			}
 		}
-		if o != changed {
-			continue
+		if o == changed {
+			result = changed
 		}
-		a, err := anypb.New(h)
-		if err != nil {
-			return unchanged, err
-		}
-		nf := proto.Clone(f).(*listenerv3.Filter)
-		nf.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: a}
-		fc.Filters[i] = nf
-		result = changed
 	}
 	return result, nil
 }

@@ -71,14 +71,14 @@ func (ps *Patches) RouteConfiguration(ctx Context, rc *routev3.RouteConfiguratio
 			}
 		}
 	}
-	out, ok := run(ps, "route configuration "+rc.GetName(), rc, steps, func(rc *routev3.RouteConfiguration, p *patch) (outcome, error) {
-		prc, o, err := ps.patchRouteConfig(ctx, rc, info, p)
+	out, ok := run(ps, "route configuration "+rc.GetName(), rc, steps, func(rc *routev3.RouteConfiguration, p *patch, b *batch) (outcome, error) {
+		var commits []func()
+		o, err := ps.patchRouteConfig(ctx, rc, info, p, b, &commits)
 		if err != nil || o != changed {
 			return unchanged, err
 		}
-		if prc != rc {
-			proto.Reset(rc)
-			proto.Merge(rc, prc)
+		for _, c := range commits {
+			c()
 		}
 		return changed, nil
 	})
@@ -88,60 +88,68 @@ func (ps *Patches) RouteConfiguration(ctx Context, rc *routev3.RouteConfiguratio
 	return out
 }
 
-// patchRouteConfig applies one route patch to rc; it may change rc in
-// place and returns the result.
-func (ps *Patches) patchRouteConfig(_ Context, rc *routev3.RouteConfiguration, info RouteInfo, p *patch) (*routev3.RouteConfiguration, outcome, error) {
+// patchRouteConfig applies one route patch to rc, a copy private to the
+// batch b: list changes are added to commits (kept only when every part of
+// the patch applied), a MERGE of rc itself is made at once outside strict
+// mode (see mergeWhole).
+func (ps *Patches) patchRouteConfig(_ Context, rc *routev3.RouteConfiguration, info RouteInfo, p *patch, b *batch, commits *[]func()) (outcome, error) {
 	if !routeConfigMatches(rc, info, p) {
-		return rc, unchanged, nil
+		return unchanged, nil
 	}
 	vm := p.match.GetRouteConfiguration().GetVhost()
 	switch p.applyTo() {
 	case networking.EnvoyFilter_ROUTE_CONFIGURATION:
+		if !b.strict {
+			if err := p.mergeInto(rc); err != nil {
+				return unchanged, &partialError{err}
+			}
+			return changed, nil
+		}
 		m := proto.Clone(rc).(*routev3.RouteConfiguration)
 		if err := p.mergeInto(m); err != nil {
-			return rc, unchanged, err
+			return unchanged, err
 		}
-		return m, changed, nil
+		if err := b.check(m); err != nil {
+			return unchanged, err
+		}
+		*commits = append(*commits, func() { move(rc, m) })
+		return changed, nil
 	case networking.EnvoyFilter_VIRTUAL_HOST:
 		if p.op == opAdd {
-			rc.VirtualHosts = append(rc.VirtualHosts, proto.Clone(p.value).(*routev3.VirtualHost))
-			return rc, changed, nil
+			if err := b.checkValue(p); err != nil {
+				return unchanged, err
+			}
+			v := proto.Clone(p.value).(*routev3.VirtualHost)
+			*commits = append(*commits, func() { rc.VirtualHosts = append(rc.VirtualHosts, v) })
+			return changed, nil
 		}
-		vhs, o, err := listOp(rc.VirtualHosts, p, func(vh *routev3.VirtualHost) bool { return vhostMatches(vh, vm) })
-		if err == nil {
-			rc.VirtualHosts = vhs
+		vhs, o, err := listOp(rc.VirtualHosts, p, func(vh *routev3.VirtualHost) bool { return vhostMatches(vh, vm) }, b)
+		if err != nil {
+			return unchanged, err
 		}
-		return rc, o, err
+		if o == changed {
+			*commits = append(*commits, func() { rc.VirtualHosts = vhs })
+		}
+		return o, nil
 	case networking.EnvoyFilter_HTTP_ROUTE:
 		rm := vm.GetRoute()
 		result := unchanged
-		for i, vh := range rc.VirtualHosts {
+		for _, vh := range rc.VirtualHosts {
 			if !vhostMatches(vh, vm) {
 				continue
 			}
-			var (
-				routes []*routev3.Route
-				o      outcome
-				err    error
-			)
-			if p.op == opInsertFirst {
-				routes, o = insertAt(append([]*routev3.Route{}, vh.Routes...), 0, proto.Clone(p.value).(*routev3.Route)), changed
-			} else {
-				routes, o, err = listOp(append([]*routev3.Route{}, vh.Routes...), p, func(r *routev3.Route) bool { return routeMatches(r, rm) })
-			}
+			routes, o, err := listOp(vh.Routes, p, func(r *routev3.Route) bool { return routeMatches(r, rm) }, b)
 			if err != nil {
-				return rc, unchanged, err
+				return unchanged, err
 			}
 			if o == changed {
-				nvh := proto.Clone(vh).(*routev3.VirtualHost)
-				nvh.Routes = routes
-				rc.VirtualHosts[i] = nvh
+				*commits = append(*commits, func() { vh.Routes = routes })
 				result = changed
 			}
 		}
-		return rc, result, nil
+		return result, nil
 	}
-	return rc, unchanged, nil
+	return unchanged, nil
 }
 
 func routeConfigMatches(rc *routev3.RouteConfiguration, info RouteInfo, p *patch) bool {
