@@ -352,8 +352,10 @@ func TestRolloutIgnoresUnverifiedProxies(t *testing.T) {
 	}
 	earlyMu.Unlock()
 
-	st = h.waitStatus(vsKey, "promoted change applied", func(s configstatus.ConfigStatus) bool {
-		return s.ObservedGeneration == 2 && s.Pending == 0 && s.Rollout != nil && s.Rollout.Phase == string(rollout.PhasePromoted)
+	// The status is the canary round's (5 canaries) until the promotion's
+	// round, which reaches every proxy the change reaches, is counted.
+	st = h.waitStatus(vsKey, "promotion's round counted and applied", func(s configstatus.ConfigStatus) bool {
+		return s.ObservedGeneration == 2 && s.Affected > 5 && s.Pending == 0
 	})
 	if st.Affected != 10 || st.Applied != 10 || st.Rejected != 0 {
 		t.Errorf("status %+v: want the 10 verified proxies counted, all applied", st)
