@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/meshpilot/meshpilot/internal/httpserve"
 	"github.com/meshpilot/meshpilot/pilot/autoregistration"
 	"github.com/meshpilot/meshpilot/pilot/config/file"
 	"github.com/meshpilot/meshpilot/serviceregistry/multicluster"
@@ -57,6 +58,11 @@ type Options struct {
 	// nowhere.
 	DebugAddr         string
 	EnableDebugOnHTTP bool
+	// HTTPLimits bound the servers of HTTPAddr, MonitoringAddr and
+	// DebugAddr: timeouts, header size, open connections (each server
+	// its own cap). Zero fields take httpserve's defaults; a server
+	// serving /debug/* gets a write timeout of 5 min at least (profiles).
+	HTTPLimits httpserve.Limits
 	// SecureGRPCAddr (15012) serves the CA and xDS over TLS with a
 	// certificate from our own CA; empty turns the CA and the port off.
 	SecureGRPCAddr string

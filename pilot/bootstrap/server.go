@@ -255,19 +255,19 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 
 	// Serve readiness and metrics before the first load: /ready answers 503 until then.
-	httpSrv := &http.Server{Handler: s.httpMux(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := s.newHTTPServer("http", s.httpMux(), s.debugOnHTTP())
 	monMux := http.NewServeMux()
 	monMux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
-	monSrv := &http.Server{Handler: monMux, ReadHeaderTimeout: 10 * time.Second}
-	servers := []*http.Server{httpSrv, monSrv}
+	monSrv := s.newHTTPServer("monitoring", monMux, false)
+	servers := []*http.Server{httpSrv.Server, monSrv.Server}
 	s.grpcServer = grpc.NewServer(s.grpcServerOptions()...)
 	s.discovery.Register(s.grpcServer)
 
 	s.goServe("http", func() error { return httpSrv.Serve(s.httpLis) })
 	s.goServe("monitoring", func() error { return monSrv.Serve(s.monLis) })
 	if s.debugLis != nil {
-		debugSrv := &http.Server{Handler: s.debugMux(http.NewServeMux()), ReadHeaderTimeout: 10 * time.Second}
-		servers = append(servers, debugSrv)
+		debugSrv := s.newHTTPServer("debug", s.debugMux(http.NewServeMux()), true)
+		servers = append(servers, debugSrv.Server)
 		s.goServe("debug", func() error { return debugSrv.Serve(s.debugLis) })
 	}
 	s.goServe("grpc", func() error { return s.grpcServer.Serve(s.discovery.Listener(s.grpcLis)) })
