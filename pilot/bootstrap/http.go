@@ -43,18 +43,28 @@ func (s *Server) httpMux() *http.ServeMux {
 // They reveal the mesh's configuration, hence --debugAddr (the chart binds
 // it to 127.0.0.1). The operator console (/ui/) shows the same and goes
 // where they go.
+//
+// All of them sit behind one cross-origin protection, the console's: a
+// browser's non-safe request (POST, PUT, DELETE, ...) from another site
+// or origin (Sec-Fetch-Site, else Origin against Host) is refused with 403
+// before any handler runs, so a page the operator visits cannot make their
+// browser act on a debug port it can reach. Nothing changes state on GET
+// or HEAD (force_disconnect is POST only, unlike istiod which takes any
+// method); requests without those headers (curl, istioctl) pass.
 func (s *Server) debugMux(mux *http.ServeMux) *http.ServeMux {
-	s.discovery.RegisterDebug(mux)
+	inner := http.NewServeMux()
+	s.discovery.RegisterDebug(inner)
 	pv := preview.New(preview.Options{Server: s.discovery, Env: s.env, Validator: s.validator, Log: s.log.With("component", "preview")})
-	pv.Register(mux)
-	mux.Handle(explainhttp.Path, explainhttp.Handler(s.discovery))
-	console.New(s.consoleSources(pv), s.log.With("component", "console")).Register(mux)
-	mux.HandleFunc("/debug/clusterz", s.clusterz)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	pv.Register(inner)
+	inner.Handle(explainhttp.Path, explainhttp.Handler(s.discovery))
+	console.New(s.consoleSources(pv), s.log.With("component", "console")).Register(inner)
+	inner.HandleFunc("GET /debug/clusterz", s.clusterz)
+	inner.HandleFunc("/debug/pprof/", pprof.Index)
+	inner.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	inner.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	inner.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	inner.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", http.NewCrossOriginProtection().Handler(inner))
 	return mux
 }
 

@@ -13,12 +13,14 @@ import (
 // parameter names one object to delete ("VirtualService/default/reviews");
 // proxy parameters, when given, limit the preview to those proxies
 // (connection or node IDs).
-// The answer is a Result as JSON: 200 when computed, 422 when an object is
-// invalid (Result.Errors), 400 for a malformed request, 413 for a body
-// over the limit, 429 while another preview runs, 503 before the
-// server is ready.
+// The answer is a Result as JSON: 200 when computed (Result.Partial when
+// the deadline or a budget ran out first), 422 when an object is invalid
+// (Result.Errors), 400 for a malformed request, 413 for a body over the
+// limit, 429 while another preview runs, 503 before the server is ready.
+// Cross-site requests are refused (403), as the console's /ui/preview
+// refuses them.
 func (p *Previewer) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /debug/preview", p.serveHTTP)
+	mux.Handle("POST /debug/preview", http.NewCrossOriginProtection().Handler(http.HandlerFunc(p.serveHTTP)))
 }
 
 func (p *Previewer) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,6 +39,7 @@ func (p *Previewer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	var reqErr *RequestError
 	switch {
 	case errors.Is(err, ErrBusy):
+		w.Header().Set("Retry-After", "1")
 		http.Error(w, "preview: "+err.Error(), http.StatusTooManyRequests)
 		return
 	case errors.As(err, &reqErr):
