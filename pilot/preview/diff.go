@@ -32,6 +32,27 @@ func (t *TypeDiff) changed() bool {
 	return len(t.Added)+len(t.Removed)+len(t.Changed) > 0 || t.Error != ""
 }
 
+// entryOverhead is what one listed entry adds to the JSON answer besides
+// its strings (quotes, keys, punctuation), roughly.
+const entryOverhead = 16
+
+// size is roughly the bytes t adds to the answer (Options.MaxResultBytes).
+func (t *TypeDiff) size() int64 {
+	n := len(t.Type) + len(t.TypeURL) + len(t.Error) + 4*entryOverhead
+	for _, l := range [][]string{t.Added, t.Removed, t.Invalid} {
+		for _, s := range l {
+			n += len(s) + entryOverhead
+		}
+	}
+	for _, r := range t.Changed {
+		n += len(r.Name) + entryOverhead
+		for _, c := range r.Changes {
+			n += len(c.Path) + len(c.Old) + len(c.New) + 3*entryOverhead
+		}
+	}
+	return int64(n)
+}
+
 // ResourceDiff lists the changed fields of one resource.
 type ResourceDiff struct {
 	Name    string             `json:"name"`

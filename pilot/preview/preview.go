@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshpilot/meshpilot/internal/clientlog"
@@ -33,6 +34,16 @@ const (
 	DefaultMaxObjects = 50
 	DefaultWorkers    = 2
 	DefaultMaxChanges = 100
+	// DefaultTimeout is the deadline of one preview.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxProxies is how many proxies one preview compares.
+	DefaultMaxProxies = 100
+	// DefaultMaxGeneratedBytes bounds the bytes of resources one preview
+	// generates, before and after the change, over all proxies.
+	DefaultMaxGeneratedBytes = 256 << 20
+	// DefaultMaxResultBytes bounds the differences one preview lists
+	// (resource names and changed fields, roughly the answer's size).
+	DefaultMaxResultBytes = 4 << 20
 )
 
 // Server is what a preview needs of the ADS server: the snapshot in force,
@@ -59,6 +70,15 @@ type Options struct {
 	MaxObjects int
 	Workers    int
 	MaxChanges int
+	// Timeout is the deadline of one preview; MaxProxies the proxies it
+	// compares; MaxGeneratedBytes the bytes of resources it generates;
+	// MaxResultBytes the bytes of differences it lists. When one runs
+	// out, the preview stops and answers what it compared, marked
+	// Result.Partial. Zero takes the Default.
+	Timeout           time.Duration
+	MaxProxies        int
+	MaxGeneratedBytes int64
+	MaxResultBytes    int64
 }
 
 // Previewer computes previews, one at a time.
@@ -96,6 +116,18 @@ func New(opts Options) *Previewer {
 	if opts.MaxChanges <= 0 {
 		opts.MaxChanges = DefaultMaxChanges
 	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.MaxProxies <= 0 {
+		opts.MaxProxies = DefaultMaxProxies
+	}
+	if opts.MaxGeneratedBytes <= 0 {
+		opts.MaxGeneratedBytes = DefaultMaxGeneratedBytes
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
+	}
 	log := opts.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -124,6 +156,12 @@ type Result struct {
 	Objects []ObjectChange `json:"objects,omitempty"`
 	// ProxiesChecked counts the connected proxies compared.
 	ProxiesChecked int `json:"proxiesChecked"`
+	// Partial says the preview ran out of its deadline or a budget
+	// (Options) before comparing every proxy: Proxies lists the changes
+	// of the ProxiesChecked proxies compared, and PartialReason says
+	// which budget ran out.
+	Partial       bool   `json:"partial,omitempty"`
+	PartialReason string `json:"partialReason,omitempty"`
 	// Proxies are those that would receive a change, by connection ID.
 	Proxies []ProxyDiff `json:"proxies"`
 	// Summary says in one line what the change would do.
@@ -150,10 +188,21 @@ type ProxyDiff struct {
 func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
 	select {
 	case p.busy <- struct{}{}:
-		defer func() { <-p.busy }()
 	default:
 		return nil, ErrBusy
 	}
+	// The token goes back when the preview's last generation ends, which
+	// may be after Preview returned a partial answer (compare).
+	var once sync.Once
+	release := func() { once.Do(func() { <-p.busy }) }
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			release()
+		}
+	}()
+	ctx, cancel := context.WithTimeoutCause(ctx, p.opts.Timeout, errDeadline)
+	defer cancel()
 	start := time.Now()
 	live := p.opts.Server.PushContext()
 	if live == nil {
@@ -195,19 +244,57 @@ func (p *Previewer) Preview(ctx context.Context, req Request) (*Result, error) {
 	after := model.NewPushContext(p.opts.Env.WithConfigStore(ov), before, pr)
 
 	proxies := selectProxies(p.opts.Server.ConnectedProxies(), req.Proxies)
-	diffs, err := p.compare(ctx, proxies, before, after)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Valid: true, Objects: objects, ProxiesChecked: len(proxies), Proxies: diffs}
+	handedOver = true
+	diffs, checked, reason := p.compare(ctx, proxies, before, after, release)
+	res := &Result{Valid: true, Objects: objects, ProxiesChecked: checked, Proxies: diffs}
 	switch {
+	case reason != "":
+		res.Partial, res.PartialReason = true, reason
+		res.Summary = fmt.Sprintf("partial: %d of the %d proxies compared (of %d selected) would receive a change; %s",
+			len(diffs), checked, len(proxies), reason)
 	case len(diffs) == 0:
 		res.Summary = fmt.Sprintf("no change: none of the %d connected proxies would receive a change", len(proxies))
 	default:
 		res.Summary = fmt.Sprintf("%d of %d connected proxies would receive a change", len(diffs), len(proxies))
 	}
-	p.log.Info("preview computed", "objects", len(objects), "proxies", len(proxies), "changed", len(diffs), "duration", time.Since(start))
+	p.log.Info("preview computed", "objects", len(objects), "proxies", len(proxies), "checked", checked,
+		"changed", len(diffs), "partial", reason, "duration", time.Since(start))
 	return res, nil
+}
+
+// errDeadline is the cause of a preview's own deadline (Options.Timeout).
+var errDeadline = errors.New("preview deadline")
+
+// budget counts what one preview spent; the first budget to run out
+// cancels the comparison with its reason.
+type budget struct {
+	maxGenerated, maxResult int64
+	generated, result       atomic.Int64
+	stop                    context.CancelCauseFunc
+}
+
+// exhausted is the cause of a cancellation by a budget; its text is the
+// answer's partialReason.
+type exhausted struct{ reason string }
+
+func (e *exhausted) Error() string { return e.reason }
+
+// spendGenerated adds n generated bytes; false when that is over budget.
+func (b *budget) spendGenerated(n int64) bool {
+	if b.generated.Add(n) > b.maxGenerated {
+		b.stop(&exhausted{fmt.Sprintf("generation budget: over %d bytes of resources generated (MaxGeneratedBytes)", b.maxGenerated)})
+		return false
+	}
+	return true
+}
+
+// spendResult adds n bytes of listed differences; false when that is over budget.
+func (b *budget) spendResult(n int64) bool {
+	if b.result.Add(n) > b.maxResult {
+		b.stop(&exhausted{fmt.Sprintf("answer budget: over %d bytes of differences listed (MaxResultBytes)", b.maxResult)})
+		return false
+	}
+	return true
 }
 
 // overlay validates req's objects and deletes against base and returns the
@@ -324,58 +411,112 @@ func parseKey(s string) (model.ConfigKey, error) {
 }
 
 // compare generates, for every proxy and type it watches, before and after,
-// on at most Workers goroutines, and returns the proxies with a difference.
-func (p *Previewer) compare(ctx context.Context, proxies []xds.ProxyView, before, after *model.PushContext) ([]ProxyDiff, error) {
-	out := make([]*ProxyDiff, len(proxies))
+// on at most Workers goroutines, and returns the proxies with a difference
+// among the checked ones compared in full. When the deadline passes, ctx
+// is cancelled or a budget runs out, it stops and returns at once with
+// the reason (generations under way are left to end by themselves; their
+// results are dropped). release is called when the last worker is done.
+func (p *Previewer) compare(ctx context.Context, proxies []xds.ProxyView, before, after *model.PushContext, release func()) (diffs []ProxyDiff, checked int, reason string) {
+	selected := len(proxies)
+	if selected > p.opts.MaxProxies {
+		proxies = proxies[:p.opts.MaxProxies]
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	b := &budget{maxGenerated: p.opts.MaxGeneratedBytes, maxResult: p.opts.MaxResultBytes, stop: stop}
+	var (
+		mu     sync.Mutex
+		found  []ProxyDiff
+		done   int
+		closed bool
+	)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(p.opts.Workers, len(proxies)) {
 		wg.Go(func() {
 			for i := range next {
-				out[i] = p.compareProxy(proxies[i], before, after)
+				if ctx.Err() != nil {
+					continue
+				}
+				d, complete := p.compareProxy(ctx, proxies[i], before, after, b)
+				mu.Lock()
+				if complete && !closed {
+					done++
+					if d != nil {
+						found = append(found, *d)
+					}
+				}
+				mu.Unlock()
 			}
 		})
 	}
-	var err error
-feed:
-	for i := range proxies {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
+	go func() {
+		defer close(next)
+		for i := range proxies {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
 		}
+	}()
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+		release()
+	}()
+	select {
+	case <-finished:
+	case <-ctx.Done():
 	}
-	close(next)
-	wg.Wait()
-	if err != nil {
-		return nil, fmt.Errorf("preview cancelled: %w", err)
-	}
-	diffs := []ProxyDiff{}
-	for _, d := range out {
-		if d != nil {
-			diffs = append(diffs, *d)
-		}
-	}
+	mu.Lock()
+	closed = true
+	diffs, checked = append([]ProxyDiff{}, found...), done
+	mu.Unlock()
 	sort.Slice(diffs, func(i, j int) bool { return diffs[i].ConnectionID < diffs[j].ConnectionID })
-	return diffs, nil
+	var ex *exhausted
+	switch cause := context.Cause(ctx); {
+	case cause == nil && checked == selected:
+	case errors.As(cause, &ex):
+		reason = ex.reason
+	case errors.Is(cause, errDeadline):
+		reason = fmt.Sprintf("deadline of %v reached (Timeout)", p.opts.Timeout)
+	case errors.Is(cause, context.DeadlineExceeded):
+		reason = "deadline of the request reached"
+	case cause != nil:
+		reason = "cancelled: " + cause.Error()
+	default:
+		reason = fmt.Sprintf("proxy budget: the first %d of the %d selected proxies compared (MaxProxies)", len(proxies), selected)
+	}
+	return diffs, checked, reason
 }
 
-// compareProxy returns v's differences, or nil when it would receive none.
-// A generator that panics fails this proxy's preview, not the server.
-func (p *Previewer) compareProxy(v xds.ProxyView, before, after *model.PushContext) (out *ProxyDiff) {
+// compareProxy returns v's differences, or nil when it would receive
+// none; complete is false when ctx ended or a budget ran out first. A
+// generator that panics fails this proxy's preview, not the server.
+func (p *Previewer) compareProxy(ctx context.Context, v xds.ProxyView, before, after *model.PushContext, b *budget) (out *ProxyDiff, complete bool) {
 	d := &ProxyDiff{ConnectionID: v.ConnectionID, NodeID: v.Proxy.ID}
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.Error("preview generation panicked", clientlog.String("conn", v.ConnectionID), "panic", fmt.Sprint(r))
 			d.Types = append(d.Types, TypeDiff{Type: "?", Error: fmt.Sprintf("generation panicked: %v", r)})
-			out = d
+			out, complete = d, true
 		}
 	}()
 	for i := range v.Watched {
 		w := &v.Watched[i]
+		if ctx.Err() != nil {
+			return nil, false
+		}
 		old, errBefore := p.opts.Server.Generate(v, before, w.TypeURL, w)
+		if !b.spendGenerated(resourcesSize(old)) || ctx.Err() != nil {
+			return nil, false
+		}
 		cur, errAfter := p.opts.Server.Generate(v, after, w.TypeURL, w)
+		if !b.spendGenerated(resourcesSize(cur)) || ctx.Err() != nil {
+			return nil, false
+		}
 		td := TypeDiff{Type: strings.ToUpper(model.ShortType(w.TypeURL)), TypeURL: w.TypeURL}
 		switch {
 		case errAfter != nil && errBefore != nil && errAfter.Error() == errBefore.Error():
@@ -388,11 +529,23 @@ func (p *Previewer) compareProxy(v xds.ProxyView, before, after *model.PushConte
 			diffResources(&td, old, cur, p.opts.MaxChanges)
 		}
 		if td.changed() {
+			if !b.spendResult(td.size()) {
+				return nil, false
+			}
 			d.Types = append(d.Types, td)
 		}
 	}
 	if len(d.Types) == 0 {
-		return nil
+		return nil, true
 	}
-	return d
+	return d, true
+}
+
+// resourcesSize is the bytes of rs: names and encoded resources.
+func resourcesSize(rs model.Resources) int64 {
+	var n int64
+	for _, r := range rs {
+		n += int64(len(r.GetName()) + len(r.GetResource().GetValue()))
+	}
+	return n
 }
