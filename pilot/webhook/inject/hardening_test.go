@@ -251,3 +251,19 @@ func shapeDiff(got, want []string) string {
 	}
 	return b.String()
 }
+
+// TestDuplicateKeyRefused: a rendered document with a key twice is an
+// injection failure (istiod keeps the last), whatever produced it: a
+// hostile value in a template of a ConfigMap we have not seen, or the
+// template itself.
+func TestDuplicateKeyRefused(t *testing.T) {
+	t.Parallel()
+	cfg, err := ParseConfig("templates:\n  sidecar: |\n    spec:\n      hostPID: false\n      hostPID: true\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(cfg, nil, "").Inject(helloPod(t), Options{})
+	if err == nil || !strings.Contains(err.Error(), "hostPID") || !strings.Contains(err.Error(), "template sidecar output") {
+		t.Fatalf("template output with hostPID twice: error %v, want one naming the template and the key", err)
+	}
+}
