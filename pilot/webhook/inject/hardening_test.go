@@ -144,8 +144,10 @@ func FuzzInjectAnnotations(f *testing.F) {
 				continue
 			}
 			base := benign(value, a.benign)
-			if n, err := strconv.ParseUint(strings.TrimSpace(value), 10, 16); err == nil && n == 0 && a.key == "status.sidecar.istio.io/port" {
-				base = "0" // status port 0 turns the agent's probes off: structure, legitimately
+			if n, err := strconv.ParseUint(strings.TrimSpace(value), 10, 64); err == nil && n == 0 {
+				// Zero is omitted from the pod's JSON, and status port 0
+				// turns the agent's probes off: structure, legitimately.
+				base = "0"
 			}
 			baseline, err := injectWith(inj, pod, a.key, base, "FUZZ_K", benign(metaValue, "v"), benign(version, "v1"))
 			if err != nil {
