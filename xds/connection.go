@@ -184,6 +184,7 @@ func (s *DiscoveryServer) connect(ctx context.Context, node *corev3.Node, delta 
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		c.peer = p.Addr.String()
 	}
+	c.flow.key = flowKey(proxy.VerifiedIdentity, c.peer)
 	c.statusConnected()
 	s.addConnection(c)
 	c.log.Info("proxy connected", clientlog.String("node", proxy.ID), "delta", delta, clientlog.String("version", proxy.Metadata.IstioVersion),

@@ -2,11 +2,12 @@ package xds
 
 import (
 	"context"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
+	"github.com/meshpilot/meshpilot/model"
 )
 
 // Flow control: a response is "in flight" from its Send until the client
@@ -39,19 +40,34 @@ import (
 // reservation expired unanswered, draw on a probation pool of half the
 // size. A proxy that keeps answering is never delayed by bytes held for
 // ones that do not. At most 1.5 × MaxInflightBytes are reserved at once.
+//
+// Nor may silent streams delay a new proxy's first response without bound
+// (issue 32): with one FIFO, each of 150 silent streams held the probation
+// pool for ackWait in turn before a new proxy had anything. So both pools
+// serve waiters by peer (flowpool.go; the verified identity, else the
+// host), the peer least recently served first, and a probation reservation
+// lasts only ackWait/(1+peers waiting), at least ackWait/5, while other
+// peers wait. A new proxy then waits for one turn per peer ahead of it, each
+// at most about ackWait/2 when one host's streams keep the pool, however
+// many streams that host opens.
 
 const (
 	// inflightBudget is the default of Options.MaxInflightBytes.
 	inflightBudget = 16 << 20
 	// ackWait is how long a response may hold its bytes without an answer.
 	ackWait = 5 * time.Second
+	// probationMinHoldDiv bounds how far a probation reservation's hold
+	// shrinks while other peers wait: never below ackWait/probationMinHoldDiv
+	// (1 s by default), so that a storm of honest proxies, each on its own
+	// host, still finishes a few responses at a time.
+	probationMinHoldDiv = 5
 )
 
 // flowPools are the two byte budgets of flow control.
 type flowPools struct {
 	max       int64
-	answered  *semaphore.Weighted
-	probation *semaphore.Weighted
+	answered  *fairPool
+	probation *fairPool
 	// ackWait is how long a reservation lasts unanswered (Options.ackWait).
 	ackWait time.Duration
 	// held is the bytes reserved now from both pools, peak the most ever.
@@ -62,7 +78,12 @@ func newFlowPools(max int64, wait time.Duration) *flowPools {
 	if wait <= 0 {
 		wait = ackWait
 	}
-	return &flowPools{max: max, answered: semaphore.NewWeighted(max), probation: semaphore.NewWeighted(max / 2), ackWait: wait}
+	return &flowPools{
+		max:       max,
+		answered:  newFairPool(max, wait, false),
+		probation: newFairPool(max/2, wait, true),
+		ackWait:   wait,
+	}
 }
 
 // take records n more bytes reserved.
@@ -85,6 +106,12 @@ type flowReservation struct {
 	once  sync.Once
 	timer *time.Timer
 	free  func()
+	// pool, key, n, at and deadline are the pool's (under its lock): where
+	// the bytes came from, how many, when, and when they expire unanswered.
+	pool         *fairPool
+	key          *peerQueue
+	n            int64
+	at, deadline time.Time
 }
 
 func (r *flowReservation) give() { r.once.Do(r.free) }
@@ -94,6 +121,8 @@ func (r *flowReservation) give() { r.once.Do(r.free) }
 // so it has its own lock.
 type flowState struct {
 	mu sync.Mutex
+	// key is the peer the connection's waits are queued under (flowKey).
+	key string
 	// res are the reservations of the responses in flight, by type URL.
 	res map[string]*flowReservation
 	// answering says the connection answered its last response in time; it
@@ -101,6 +130,21 @@ type flowState struct {
 	answering bool
 	// expired is set when a reservation came back unanswered.
 	expired bool
+}
+
+// flowKey is the peer a connection's flow-control waits are queued under:
+// its verified identity when the listener authenticated one, else the host
+// of its address (every stream of one host shares one turn). Proxies behind
+// one NAT share a key, and so do silent streams from the host of an honest
+// proxy: those still wait behind each other, in order.
+func flowKey(id *model.VerifiedIdentity, peerAddr string) string {
+	if id != nil && id.SPIFFE != "" {
+		return "id:" + id.SPIFFE
+	}
+	if host, _, err := net.SplitHostPort(peerAddr); err == nil {
+		return "ip:" + host
+	}
+	return "addr:" + peerAddr
 }
 
 // awaitFlow reserves size bytes for c's next response of typeURL, whose
@@ -118,16 +162,20 @@ func (c *Connection) awaitFlow(ctx context.Context, typeURL, nonce string, size 
 	if c.flow.expired {
 		c.flow.answering, c.flow.expired = false, false
 	}
-	pool, limit := pools.probation, pools.max/2
+	pool := pools.probation
 	if c.flow.answering {
-		pool, limit = pools.answered, pools.max
+		pool = pools.answered
 	}
+	key := c.flow.key
 	c.flow.mu.Unlock()
-	n := min(max(int64(size), 1), limit)
-	if !pool.TryAcquire(n) {
+	// A response larger than the pool takes all of it, alone.
+	n := min(max(int64(size), 1), pool.size)
+	q, ok := pool.tryAcquire(key, n)
+	if !ok {
 		wait, cancel := context.WithCancel(ctx)
 		stop := context.AfterFunc(c.s.stopCtx, cancel)
-		err := pool.Acquire(wait, n)
+		var err error
+		q, err = pool.acquire(wait, key, n)
 		stop()
 		cancel()
 		if err != nil {
@@ -135,16 +183,17 @@ func (c *Connection) awaitFlow(ctx context.Context, typeURL, nonce string, size 
 		}
 	}
 	pools.take(n)
-	r := &flowReservation{nonce: nonce, free: func() {
+	r := &flowReservation{nonce: nonce, pool: pool, key: q, n: n}
+	r.free = func() {
 		pools.held.Add(-n)
-		pool.Release(n)
-	}}
+		pool.release(r)
+	}
 	c.flow.mu.Lock()
 	if c.flow.res == nil {
 		c.flow.res = map[string]*flowReservation{}
 	}
 	c.flow.res[typeURL] = r
-	r.timer = time.AfterFunc(pools.ackWait, func() {
+	pool.hold(r, func() {
 		c.flow.mu.Lock()
 		if c.flow.res[typeURL] == r {
 			delete(c.flow.res, typeURL)
