@@ -29,6 +29,7 @@ func sidecarListeners(t testing.TB) []struct {
 // each connection manager is decoded and encoded once and the listener
 // validated once (the patches used to decode and encode it once each).
 func TestHTTPFilterPatchesDecodeOnce(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 10, 200} {
 		ps := patchesFor(t, envoyfilter.Reporter{}, manyHTTPFilters(t, n, -1))
 		for _, sl := range sidecarListeners(t) {
@@ -52,7 +53,8 @@ func TestHTTPFilterPatchesDecodeOnce(t *testing.T) {
 // were about 16 times: every patch decoded and encoded the connection
 // manager with the filters of the patches before it, and with one invalid
 // patch every patch validated the whole listener). Allocations, not time:
-// they do not depend on the machine.
+// they do not depend on the machine. Not parallel: AllocsPerRun counts
+// the allocations of every goroutine.
 func TestHTTPFilterPatchesWorkIsLinear(t *testing.T) {
 	n := 100
 	for _, invalid := range []bool{false, true} {
@@ -82,6 +84,7 @@ func TestHTTPFilterPatchesWorkIsLinear(t *testing.T) {
 // 999 others, the invalid one is reported once, and the listener is
 // validated a fixed number of times (not once per patch).
 func TestOneInvalidAmongManyPatches(t *testing.T) {
+	t.Parallel()
 	n := 1000
 	if testing.Short() {
 		n = 200
@@ -127,6 +130,7 @@ func TestOneInvalidAmongManyPatches(t *testing.T) {
 // validating one patch at a time keeps and rejects, for every kind of
 // listener patch, valid and invalid ones mixed.
 func TestSlowPathAgreesWithOneByOne(t *testing.T) {
+	t.Parallel()
 	spec := `
 configPatches:
 - applyTo: LISTENER
