@@ -13,6 +13,11 @@
 //
 // A patch that cannot apply, or whose result fails Envoy validation, is
 // skipped and reported (Reporter); the resource stays as it was without it.
+//
+// Applying N patches to one resource costs O(N + size) proto work: it is
+// copied once, its HTTP connection managers are decoded and encoded once
+// (not once per HTTP_FILTER or route patch) and it is validated once; only
+// when that fails is each patch's own addition validated (see batch).
 package envoyfilter
 
 import (
