@@ -18,9 +18,9 @@ import (
 	"github.com/meshpilot/meshpilot/model"
 )
 
-// gateGen is cdsGen that, once armed, blocks every generation for a proxy
-// whose pod name starts with "held" until release is closed, telling
-// entered each time it starts to block.
+// gateGen is cdsGen that, once armed, blocks every generation that is no
+// push (a config dump's) for a proxy whose pod name starts with "held"
+// until release is closed, telling entered each time it starts to block.
 type gateGen struct {
 	cdsGen
 	armed   *atomic.Bool
@@ -29,7 +29,7 @@ type gateGen struct {
 }
 
 func (g gateGen) Generate(proxy *model.Proxy, push *model.PushContext, w *model.WatchedResource, req *model.PushRequest) (model.Resources, error) {
-	if g.armed.Load() && strings.HasPrefix(proxy.PodName, "held") {
+	if g.armed.Load() && strings.HasPrefix(proxy.PodName, "held") && req != nil && req.Reason[model.ReasonProxyRequest] > 0 {
 		g.entered <- struct{}{}
 		<-g.release
 	}
@@ -40,7 +40,7 @@ func (g gateGen) Generate(proxy *model.Proxy, push *model.PushContext, w *model.
 // generation: the next one, over HTTP or over ADS (both debug types), is
 // refused at once (429 with Retry-After, ResourceExhausted), and a healthy
 // proxy connecting meanwhile gets its config (the held dumps take no push
-// generation slot).
+// generation slot): a push reaches it.
 func TestDebugGenerationsCapped(t *testing.T) {
 	const held = 2
 	gate := gateGen{armed: &atomic.Bool{}, entered: make(chan struct{}, 16), release: make(chan struct{})}
@@ -49,11 +49,13 @@ func TestDebugGenerationsCapped(t *testing.T) {
 		o.MaxDebugGenerations = held
 	}, func(_ *model.Environment, g *GeneratorTable) { g.Sidecar[model.ClusterType] = gate })
 
-	// Proxies held1 and held2 connect and get their clusters before the gate is armed.
-	for _, pod := range []string{"held1", "held2"} {
+	// Proxies held1, held2 and healthy connect and get their clusters before the gate is armed.
+	var healthy *sotwClient
+	for _, pod := range []string{"held1", "held2", "healthy"} {
 		c := h.sotw()
 		c.send(&discovery.DiscoveryRequest{Node: testNode(pod, nil), TypeUrl: model.ClusterType})
-		c.recvType(model.ClusterType)
+		c.send(ack(c.recvType(model.ClusterType)))
+		healthy = c
 	}
 	gate.armed.Store(true)
 
@@ -119,11 +121,17 @@ func TestDebugGenerationsCapped(t *testing.T) {
 		}
 	}
 
-	// A healthy proxy gets its config while the dumps are held.
-	healthy := h.sotw()
-	healthy.send(&discovery.DiscoveryRequest{Node: testNode("healthy", nil), TypeUrl: model.ClusterType})
-	if r := healthy.recvType(model.ClusterType); len(r.GetResources()) == 0 {
-		t.Fatal("healthy proxy got no clusters")
+	// A new proxy gets its config, and a push reaches the healthy one,
+	// while the dumps are held.
+	fresh := h.sotw()
+	fresh.send(&discovery.DiscoveryRequest{Node: testNode("fresh", nil), TypeUrl: model.ClusterType})
+	if r := fresh.recvType(model.ClusterType); len(r.GetResources()) == 0 {
+		t.Fatal("a new proxy got no clusters")
+	}
+	h.reg.set(service("a", 80), service("b", 80), service("c", 80))
+	h.fullPush()
+	if r := healthy.recvType(model.ClusterType); len(r.GetResources()) != 3 {
+		t.Fatalf("the push to the healthy proxy holds %d clusters, want 3", len(r.GetResources()))
 	}
 
 	unblock()
