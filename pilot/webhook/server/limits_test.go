@@ -55,45 +55,58 @@ func (v *holdingValidator) Validate(ctx context.Context, req *admissionv1.Admiss
 	return &admissionv1.AdmissionResponse{Allowed: true}
 }
 
+// Inject holds like Validate, so one type serves both endpoints' tests.
+func (v *holdingValidator) Inject(ctx context.Context, req *admissionv1.AdmissionRequest, _ InjectParams) *admissionv1.AdmissionResponse {
+	return v.Validate(ctx, req)
+}
+
+// TestValidationsBeyondCapGet429AtOnce: /validate and /inject each take at
+// most their cap of requests at once; the next is answered 429 at once,
+// and the places are free again once the held requests end.
 func TestValidationsBeyondCapGet429AtOnce(t *testing.T) {
 	t.Parallel()
-	v := newHoldingValidator()
-	_, c, base := serve(t, Options{Validator: v, MaxValidationsInFlight: 2})
-	c.Timeout = bound
-	held := make(chan error, 2)
-	for i := range 2 {
-		go func() {
-			resp, err := c.Post(base+"/validate", "application/json", strings.NewReader(string(reviewBody(t, fmt.Sprint("held", i)))))
-			if err == nil {
-				if resp.StatusCode != http.StatusOK {
-					err = fmt.Errorf("status %d", resp.StatusCode)
-				}
-				resp.Body.Close()
+	for _, path := range []string{"/validate", "/inject"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			v := newHoldingValidator()
+			_, c, base := serve(t, Options{Validator: v, Injector: v, MaxValidationsInFlight: 2, MaxInjectionsInFlight: 2})
+			c.Timeout = bound
+			held := make(chan error, 2)
+			for i := range 2 {
+				go func() {
+					resp, err := c.Post(base+path, "application/json", strings.NewReader(string(reviewBody(t, fmt.Sprint("held", i)))))
+					if err == nil {
+						if resp.StatusCode != http.StatusOK {
+							err = fmt.Errorf("status %d", resp.StatusCode)
+						}
+						resp.Body.Close()
+					}
+					held <- err
+				}()
 			}
-			held <- err
-		}()
-	}
-	<-v.entered
-	<-v.entered
-	// Both places are taken and held: a third review is answered at once.
-	resp, err := c.Post(base+"/validate", "application/json", strings.NewReader(string(reviewBody(t, "third"))))
-	if err != nil {
-		close(v.release)
-		t.Fatalf("third review while 2 of 2 are in flight: %v, want 429 at once", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("third review: status %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
-	}
-	close(v.release)
-	for range 2 {
-		if err := <-held; err != nil {
-			t.Errorf("held review: %v", err)
-		}
-	}
-	// The places are free again.
-	if status, raw, _ := post(t, c, base+"/validate", "application/json", reviewBody(t, "after")); status != http.StatusOK {
-		t.Errorf("review after the others ended: status %d: %s", status, raw)
+			<-v.entered
+			<-v.entered
+			// Both places are taken and held: a third review is answered at once.
+			resp, err := c.Post(base+path, "application/json", strings.NewReader(string(reviewBody(t, "third"))))
+			if err != nil {
+				close(v.release)
+				t.Fatalf("third review while 2 of 2 are in flight: %v, want 429 at once", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+				t.Errorf("third review: status %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			close(v.release)
+			for range 2 {
+				if err := <-held; err != nil {
+					t.Errorf("held review: %v", err)
+				}
+			}
+			// The places are free again.
+			if status, raw, _ := post(t, c, base+path, "application/json", reviewBody(t, "after")); status != http.StatusOK {
+				t.Errorf("review after the others ended: status %d: %s", status, raw)
+			}
+		})
 	}
 }
 

@@ -73,21 +73,21 @@ func (s *Server) review(endpoint string, fn answer) http.Handler {
 	})
 }
 
-// limitInFlight lets at most MaxValidationsInFlight requests into h at
-// once and answers the others 429 at once, asking to retry in a second.
-// Unlike istiod, which works on every request it gets: each can take
-// seconds and hundreds of MB.
-func (s *Server) limitInFlight(h http.Handler) http.Handler {
+// limitInFlight lets at most cap(slots) requests into h at once and
+// answers the others 429 at once, asking to retry in a second; name is
+// the endpoint ("validate", "inject"). Unlike istiod, which works on every
+// request it gets: a review can take seconds and hundreds of MB.
+func (s *Server) limitInFlight(name string, slots chan struct{}, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case s.validating <- struct{}{}:
-			defer func() { <-s.validating }()
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
 			h.ServeHTTP(w, r)
 		default:
-			s.log.Debug("validation requests at their cap: answering 429", "peer", r.RemoteAddr, "max_in_flight", cap(s.validating))
-			s.httpError("validate", http.StatusTooManyRequests)
+			s.log.Debug("webhook requests at their cap: answering 429", "endpoint", name, "peer", r.RemoteAddr, "max_in_flight", cap(slots))
+			s.httpError(name, http.StatusTooManyRequests)
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("%d validation requests in flight already: retry", cap(s.validating)), http.StatusTooManyRequests)
+			http.Error(w, fmt.Sprintf("%d %s requests in flight already: retry", cap(slots), name), http.StatusTooManyRequests)
 		}
 	})
 }

@@ -37,6 +37,13 @@ const DefaultMaxBodyBytes = 6 << 20
 // calls go through, retries those within the webhook's timeout.
 const DefaultMaxValidationsInFlight = 4
 
+// DefaultMaxInjectionsInFlight caps the /inject requests worked on at
+// once. An ordinary pod is injected in milliseconds; the largest pod the
+// injector takes (inject.DefaultMaxContainers) costs about a second and
+// 160 MB, so eight at once bound the webhook's memory while keeping up
+// with any rollout. The rest are answered 429 at once with Retry-After.
+const DefaultMaxInjectionsInFlight = 8
+
 // DefaultMaxValidateResponseBytes bounds a /validate answer. The validator
 // lists a bounded number of errors and warnings, so only a validator
 // misbehaving reaches it; then a shortened answer with the same verdict
@@ -71,6 +78,9 @@ type Options struct {
 	// MaxValidationsInFlight caps the /validate requests worked on at once;
 	// others get 429 with Retry-After. 0 means DefaultMaxValidationsInFlight.
 	MaxValidationsInFlight int
+	// MaxInjectionsInFlight caps the /inject requests worked on at once;
+	// others get 429 with Retry-After. 0 means DefaultMaxInjectionsInFlight.
+	MaxInjectionsInFlight int
 	// MaxValidateResponseBytes bounds a /validate answer; 0 means
 	// DefaultMaxValidateResponseBytes.
 	MaxValidateResponseBytes int
@@ -99,8 +109,9 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	serving *ready.Signal
-	// validating holds a token per /validate request being worked on.
-	validating chan struct{}
+	// validating and injecting hold a token per /validate or /inject
+	// request being worked on.
+	validating, injecting chan struct{}
 }
 
 // New returns a server; nothing listens until Serve.
@@ -112,6 +123,9 @@ func New(opts Options) *Server {
 	if opts.MaxValidationsInFlight <= 0 {
 		opts.MaxValidationsInFlight = DefaultMaxValidationsInFlight
 	}
+	if opts.MaxInjectionsInFlight <= 0 {
+		opts.MaxInjectionsInFlight = DefaultMaxInjectionsInFlight
+	}
 	if opts.MaxValidateResponseBytes <= 0 {
 		opts.MaxValidateResponseBytes = DefaultMaxValidateResponseBytes
 	}
@@ -120,15 +134,17 @@ func New(opts Options) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{opts: opts, log: log, serving: ready.New("admission webhook"),
-		validating: make(chan struct{}, opts.MaxValidationsInFlight)}
+		validating: make(chan struct{}, opts.MaxValidationsInFlight),
+		injecting:  make(chan struct{}, opts.MaxInjectionsInFlight)}
 }
 
 // Handler is the webhook's routes, without TLS (tests, other listeners).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/validate", s.limitInFlight(s.review("validate", s.validate)))
-	mux.Handle("/inject", s.review("inject", s.inject))
-	mux.Handle("/inject/", s.review("inject", s.inject))
+	mux.Handle("/validate", s.limitInFlight("validate", s.validating, s.review("validate", s.validate)))
+	inject := s.limitInFlight("inject", s.injecting, s.review("inject", s.inject))
+	mux.Handle("/inject", inject)
+	mux.Handle("/inject/", inject)
 	return mux
 }
 
