@@ -304,3 +304,13 @@ func (s *DiscoveryServer) forceDisconnect(w http.ResponseWriter, r *http.Request
 	s.log.Info("force_disconnect requested", "conn", c.id)
 	_, _ = w.Write([]byte("OK"))
 }
+
+// TryDebugGeneration takes one of the MaxDebugGenerations slots for a
+// debug generation made outside this package (explain): release frees it.
+// ok is false, and nothing is taken, when every slot is in use.
+func (s *DiscoveryServer) TryDebugGeneration() (release func(), ok bool) {
+	if !s.debugGen.TryAcquire(1) {
+		return nil, false
+	}
+	return func() { s.debugGen.Release(1) }, true
+}

@@ -197,3 +197,47 @@ func TestForceDisconnectPostOnlySameOrigin(t *testing.T) {
 		t.Fatal("the stream did not end")
 	}
 }
+
+// TestTryDebugGenerationSharesDumpSlots: the slots handed out for explain
+// are the config dumps' own: with all of them taken, a dump is refused;
+// released, it is served.
+func TestTryDebugGenerationSharesDumpSlots(t *testing.T) {
+	h := newHarnessWith(t, true, func(o *Options) { o.MaxDebugGenerations = 2 })
+	c := h.sotw()
+	c.send(&discovery.DiscoveryRequest{Node: testNode("pa", nil), TypeUrl: model.ClusterType})
+	c.recvType(model.ClusterType)
+	mux := http.NewServeMux()
+	h.s.RegisterDebug(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	dump := func() int {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/debug/config_dump?proxyID=pa.default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var releases []func()
+	for range 2 {
+		release, ok := h.s.TryDebugGeneration()
+		if !ok {
+			t.Fatal("a free debug generation slot was refused")
+		}
+		releases = append(releases, release)
+	}
+	if _, ok := h.s.TryDebugGeneration(); ok {
+		t.Fatal("a third slot was handed out with MaxDebugGenerations 2")
+	}
+	if code := dump(); code != http.StatusTooManyRequests {
+		t.Fatalf("config_dump with every slot taken by explains: %d, want 429", code)
+	}
+	for _, release := range releases {
+		release()
+	}
+	if code := dump(); code != http.StatusOK {
+		t.Fatalf("config_dump after the explains ended: %d, want 200", code)
+	}
+}

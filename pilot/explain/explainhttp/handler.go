@@ -27,13 +27,17 @@ type Source interface {
 	ConnectedProxy(id string) (xds.ProxyView, bool)
 	PushContext() *model.PushContext
 	Generate(v xds.ProxyView, push *model.PushContext, typeURL string, w *model.WatchedResource) (model.Resources, error)
+	// TryDebugGeneration takes a slot of the debug generations config
+	// dumps share (xds.Options.MaxDebugGenerations); false when none is free.
+	TryDebugGeneration() (release func(), ok bool)
 }
 
 // Handler answers GET /debug/explain?proxyID=P&type=T&name=N: 200 with the
 // explain.Explanation as JSON; 400 for a missing or bad parameter; 404
 // when no proxy P is connected or it is not served N; 422 when N is
 // served but explain has no answer for it (a built-in cluster, a gateway
-// route); 503 before the first snapshot.
+// route); 429 with Retry-After when every debug generation slot is taken
+// (config dumps share them); 503 before the first snapshot.
 func Handler(src Source) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -54,6 +58,9 @@ func Handler(src Source) http.Handler {
 		}
 		e, status, err := Answer(src, id, typ, name)
 		if err != nil {
+			if status == http.StatusTooManyRequests {
+				w.Header().Set("Retry-After", "1")
+			}
 			http.Error(w, "explain: "+err.Error(), status)
 			return
 		}
@@ -66,7 +73,8 @@ func Handler(src Source) http.Handler {
 
 // Answer explains resource name of type typ (cds, eds, lds, rds or a type
 // URL) as connected proxy id is served it from the current snapshot. On
-// failure it returns the HTTP status that fits (400, 404, 422, 503).
+// failure it returns the HTTP status that fits (400, 404, 422, 429, 503).
+// Generating and explaining hold a debug generation slot.
 func Answer(src Source, id, typ, name string) (explain.Explanation, int, error) {
 	typeURL, ok := explain.TypeURL(typ)
 	if !ok {
@@ -80,6 +88,11 @@ func Answer(src Source, id, typ, name string) (explain.Explanation, int, error) 
 	if !ok {
 		return explain.Explanation{}, http.StatusNotFound, fmt.Errorf("no connected proxy %q (see /debug/syncz)", clientlog.Truncate(id, 256))
 	}
+	release, ok := src.TryDebugGeneration()
+	if !ok {
+		return explain.Explanation{}, http.StatusTooManyRequests, errors.New("every debug generation slot is taken (config dumps and explains share them); retry")
+	}
+	defer release()
 	if status, err := served(src, v, push, typeURL, name); err != nil {
 		return explain.Explanation{}, status, err
 	}
