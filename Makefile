@@ -14,7 +14,7 @@ FUZZ_TARGETS := ./pilot/ca:FuzzParseCSR ./pilot/ca:FuzzParsePEMBundle ./pilot/ca
 	./pilot/agent/config:FuzzFromEnv ./pilot/agent/dns:FuzzParseQuery ./model:FuzzParseProxy ./pilot/ca/authn:FuzzParseSPIFFEID \
 	./pilot/ca/authn:FuzzJWTClaims ./xds:FuzzSotWRequests ./xds:FuzzDeltaRequests \
 	./pilot/config/file:FuzzLoad ./pilot/config/file:FuzzParse ./pilot/config/file:FuzzParseDoc ./pilot/config/file:FuzzNormalizeDurations \
-	./pilot/webhook/server:FuzzReview ./pilot/webhook/inject:FuzzAdmit ./pilot/agent/wasm:FuzzConvert \
+	./pilot/webhook/server:FuzzReview ./pilot/webhook/server:FuzzValidateKinds ./pilot/webhook/inject:FuzzAdmit ./pilot/webhook/inject:FuzzInjectAnnotations ./pilot/agent/wasm:FuzzConvert \
 	./serviceregistry/multicluster:FuzzKubeconfig ./pilot/autoregistration:FuzzRegistration
 FUZZTIME ?= 10s
 # Golden tests (see internal/golden) and their packages; make golden rewrites them.
