@@ -3,6 +3,7 @@ package inject
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -90,7 +91,7 @@ func multiLine(key string) bool {
 // single line without control characters. The error names the annotation.
 func validateAnnotations(a map[string]string) error {
 	var errs []error
-	for _, k := range sortedKeys(a) {
+	for _, k := range slices.Sorted(maps.Keys(a)) {
 		v := a[k]
 		if fn := grammar(k); fn != nil {
 			if err := singleLine(v); err != nil && !multiLine(k) {
@@ -117,15 +118,6 @@ func validateAnnotations(a map[string]string) error {
 func istioDomain(key string) bool {
 	prefix, _, ok := strings.Cut(key, "/")
 	return ok && (prefix == "istio.io" || strings.HasSuffix(prefix, ".istio.io"))
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // singleLine refuses control characters, invalid UTF-8 and the Unicode
@@ -266,7 +258,7 @@ func multusNetworks(v string) error {
 func validateProxyConfig(pc *meshconfig.ProxyConfig) error {
 	const what = "proxy config (mesh defaultConfig, ProxyConfig resources, annotation " + proxyConfigAnnotation + ")"
 	var errs []error
-	for _, k := range sortedKeys(pc.GetProxyMetadata()) {
+	for _, k := range slices.Sorted(maps.Keys(pc.GetProxyMetadata())) {
 		v := pc.GetProxyMetadata()[k]
 		if msgs := validation.IsEnvVarName(k); len(msgs) > 0 || singleLine(k) != nil {
 			errs = append(errs, fmt.Errorf("%s field proxyMetadata: key %.64q is not an environment variable name", what, k))
@@ -385,7 +377,7 @@ func validateIdentity(pod *corev1.Pod, w Workload) error {
 			errs = append(errs, fmt.Errorf("%s: %.64q has characters other than letters, digits, '.', '_', '-'%s", f.field, f.value, f.extra))
 		}
 	}
-	for _, k := range sortedKeys(pod.Labels) {
+	for _, k := range slices.Sorted(maps.Keys(pod.Labels)) {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("label %.64q: %s", k, msgs[0]))
 		} else if msgs := validation.IsValidLabelValue(pod.Labels[k]); len(msgs) > 0 {
