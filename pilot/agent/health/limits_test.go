@@ -2,16 +2,15 @@ package health
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshpilot/meshpilot/internal/httpserve"
+	"github.com/meshpilot/meshpilot/internal/httpserve/httpservetest"
 )
 
 // bound is how long a test waits for what must happen; generous for a
@@ -40,12 +39,6 @@ func idleConn(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-func closedByServer(c net.Conn) bool {
-	_ = c.SetReadDeadline(time.Now().Add(bound))
-	_, err := c.Read(make([]byte, 1))
-	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
-}
-
 func TestIdleConnectionsCannotStarveProbe(t *testing.T) {
 	t.Parallel()
 	const maxConns, idle = 3, 12
@@ -64,10 +57,8 @@ func TestIdleConnectionsCannotStarveProbe(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("readiness probe: status %d", resp.StatusCode)
 	}
-	for i, c := range conns[:idle-maxConns+1] {
-		if !closedByServer(c) {
-			t.Errorf("idle connection %d of %d still open beyond the cap of %d", i, idle, maxConns)
-		}
+	if n := httpservetest.CountClosed(conns, idle-maxConns, bound); n < idle-maxConns {
+		t.Errorf("%d of %d idle connections closed by the server, want at least %d (cap %d)", n, idle, idle-maxConns, maxConns)
 	}
 }
 
@@ -75,7 +66,7 @@ func TestIdleConnectionClosedAfterIdleTimeout(t *testing.T) {
 	t.Parallel()
 	base := start(t, Options{Limits: httpserve.Limits{IdleTimeout: 50 * time.Millisecond}})
 	c := idleConn(t, strings.TrimPrefix(base, "http://"))
-	if !closedByServer(c) {
+	if !httpservetest.ClosedByServer(c, bound) {
 		t.Fatalf("idle connection still open %v after a 50ms idle timeout", bound)
 	}
 }
