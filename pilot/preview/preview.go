@@ -463,8 +463,10 @@ func (p *Previewer) compare(ctx context.Context, proxies []xds.ProxyView, before
 	finished := make(chan struct{})
 	go func() {
 		wg.Wait()
-		close(finished)
+		// Released before finished: a preview answered in full has given
+		// its token back, so the caller's next preview is not refused.
 		release()
+		close(finished)
 	}()
 	select {
 	case <-finished:
